@@ -1,0 +1,9 @@
+"""spark-submit entry point: SPEC P1 + P2 (Pastry hops and relative route distance)."""
+import sys
+
+from scribe_spark.cli import main
+from scribe_spark.config import PastryHopsParams
+from scribe_spark.pastry.hops import run
+
+if __name__ == "__main__":
+    sys.exit(main("pastry_hops", PastryHopsParams, run))

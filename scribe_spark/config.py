@@ -1,0 +1,214 @@
+"""Experiment parameters: frozen dataclasses loaded from TOML and validated in one place.
+
+Every problem is reported as a `ConfigError` whose one-line message names the key and
+the reason; jobs turn it into a non-zero exit before Spark starts or anything is written.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from scribe_spark.topology import MODELS
+
+
+class ConfigError(ValueError):
+    """A parameter is unknown, of the wrong type, or impossible."""
+
+
+@dataclass(frozen=True)
+class TopologyParams:
+    """Transit-stub router graph (SPEC section 5); delays in ms."""
+
+    transit_domains: int = 10
+    routers_per_transit: int = 5
+    stubs_per_transit_router: int = 10
+    routers_per_stub: int = 10
+    edge_prob: float = 0.3
+    delay_transit_transit: float = 20.0
+    delay_inter_transit: float = 50.0
+    delay_transit_stub: float = 5.0
+    delay_stub_stub: float = 2.0
+
+    def validate(self, at: str) -> None:
+        for f in ("transit_domains", "routers_per_transit", "stubs_per_transit_router", "routers_per_stub"):
+            _require(getattr(self, f) >= 1, f"{at}{f}", "must be >= 1", getattr(self, f))
+        _require(0.0 <= self.edge_prob <= 1.0, f"{at}edge_prob", "must be in [0, 1]", self.edge_prob)
+        for f in ("delay_transit_transit", "delay_inter_transit", "delay_transit_stub", "delay_stub_stub"):
+            _require(getattr(self, f) > 0, f"{at}{f}", "must be > 0", getattr(self, f))
+
+    @property
+    def routers(self) -> int:
+        t = self.transit_domains * self.routers_per_transit
+        return t + t * self.stubs_per_transit_router * self.routers_per_stub
+
+
+@dataclass(frozen=True)
+class PastryHopsParams:
+    """SPEC P1 + P2: hops and relative route distance vs overlay size."""
+
+    nodes: tuple[int, ...] = (1000, 3000, 10000, 30000, 100000)
+    lookups: int = 200_000
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    proximity: str = "plane"
+    matrix: str = ""
+    seed: int = 1
+    save_routes: bool = False
+    partitions: int = 0
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    def validate(self) -> None:
+        _require(len(self.nodes) > 0, "nodes", "must list at least one overlay size", list(self.nodes))
+        for n in self.nodes:
+            _require(n >= 2, "nodes", "every size must be >= 2", n)
+        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
+        _validate_pastry(self)
+        if self.proximity == "matrix":
+            sites = _matrix_sites(self.matrix)
+            _require(max(self.nodes) <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix",
+                     max(self.nodes))
+        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+        self.topology.validate("topology.")
+
+
+def _validate_pastry(p) -> None:
+    _require(1 <= p.b <= 8 and 128 % p.b == 0, "b", "must be in 1..8 and divide 128", p.b)
+    _require(p.leaf_set >= 2 and p.leaf_set % 2 == 0, "leaf_set", "must be an even number >= 2", p.leaf_set)
+    _require(p.neighborhood >= 0, "neighborhood", "must be >= 0", p.neighborhood)
+    _require(p.proximity in MODELS, "proximity", f"must be one of {', '.join(MODELS)}", p.proximity)
+    if p.proximity == "matrix":
+        _require(bool(p.matrix), "matrix", "must name a latency matrix file when proximity = 'matrix'", p.matrix)
+        _require(Path(p.matrix).is_file(), "matrix", "file not found", p.matrix)
+
+
+def _matrix_sites(path: str) -> int:
+    from scribe_spark.topology import load_matrix
+    try:
+        return len(load_matrix(path))
+    except ValueError as e:
+        raise ConfigError(f"key 'matrix': {e}") from None
+
+
+def _require(ok: bool, key: str, reason: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"key '{key}': {reason} (got {value!r})")
+
+
+# ------------------------------------------------------------------ loading
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse `key=value` where value is TOML (bare words are taken as strings)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def load(cls: type, path: str | Path | None, overrides: list[str] = ()) -> Any:
+    """Return validated parameters of dataclass `cls` from a TOML file plus `key=value` overrides."""
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    for item in overrides:
+        key, value = parse_override(item)
+        node = data
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"key '{key}': '{p}' is not a table")
+        node[parts[-1]] = value
+    params = _build(cls, data, "")
+    params.validate()
+    return params
+
+
+def _build(cls: type, data: dict, at: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"key '{at}{key}': unknown parameter (known: {', '.join(sorted(known))})")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _coerce(hints[f.name], data[f.name], at + f.name)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    if is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"key '{key}': must be a table")
+        return _build(tp, value, key + ".")
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        inner = typing.get_args(tp)[0]
+        if not isinstance(value, list):
+            value = [value]
+        return tuple(_coerce(inner, v, key) for v in value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"key '{key}': must be true or false (got {value!r})")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"key '{key}': must be an integer (got {value!r})")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"key '{key}': must be a number (got {value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"key '{key}': must be a string (got {value!r})")
+        return value
+    raise ConfigError(f"key '{key}': unsupported parameter type {tp}")
+
+
+def to_toml(params: Any) -> str:
+    """Return the parameters as TOML text (tables after plain keys)."""
+    plain, tables = [], []
+    for f in fields(params):
+        v = getattr(params, f.name)
+        if is_dataclass(v):
+            tables.append((f.name, v))
+        else:
+            plain.append(f"{f.name} = {_toml_value(v)}")
+    out = "\n".join(plain) + "\n"
+    for name, v in tables:
+        out += f"\n[{name}]\n" + "\n".join(f"{g.name} = {_toml_value(getattr(v, g.name))}" for g in fields(v)) + "\n"
+    return out
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def as_dict(params: Any) -> dict:
+    """Return the parameters as a plain dict."""
+    return dataclasses.asdict(params)

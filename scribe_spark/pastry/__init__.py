@@ -1,0 +1,1 @@
+"""Pastry overlay: converged node state and bulk-synchronous routing on Spark."""

@@ -1,0 +1,171 @@
+"""Experiment pastry_hops (SPEC P1 + P2): route hops and relative distance vs overlay size."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from scribe_spark import ids, report, topology
+from scribe_spark.cli import Run
+from scribe_spark.config import PastryHopsParams
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.session import spark_session
+
+MODES = ("proximity", "random")
+
+
+def make_ring(n: int, p, rng: np.random.Generator, routers: topology.TransitStub | None = None,
+              matrix: np.ndarray | None = None) -> Ring:
+    """Return n nodes with random ids placed under the configured proximity model."""
+    hi, lo = ids.random_ids(n, rng)
+    if p.proximity == "plane":
+        prox = topology.plane(n, rng)
+    elif p.proximity == "sphere":
+        prox = topology.sphere(n, rng)
+    elif p.proximity == "transit-stub":
+        prox = topology.on_sites("transit-stub", n, routers.delay, topology.LAN_DELAY_MS, rng, distinct=False)
+    else:
+        if n > len(matrix):
+            raise ValueError(f"key 'nodes': {n} nodes but the latency matrix has only {len(matrix)} sites")
+        prox = topology.on_sites("matrix", n, matrix, 0.0, rng, distinct=True)
+    return Ring(hi, lo, p.b, p.leaf_set, p.neighborhood, prox)
+
+
+def shared_network(p, seed: int):
+    """Return (router graph, latency matrix) for the configured model; None where unused."""
+    if p.proximity == "transit-stub":
+        t = p.topology
+        return topology.transit_stub(np.random.default_rng([seed, 0]), transit_domains=t.transit_domains,
+                                     routers_per_transit=t.routers_per_transit,
+                                     stubs_per_transit_router=t.stubs_per_transit_router,
+                                     routers_per_stub=t.routers_per_stub, edge_prob=t.edge_prob,
+                                     delay_transit_transit=t.delay_transit_transit,
+                                     delay_inter_transit=t.delay_inter_transit,
+                                     delay_transit_stub=t.delay_transit_stub,
+                                     delay_stub_stub=t.delay_stub_stub), None
+    if p.proximity == "matrix":
+        return None, topology.load_matrix(p.matrix)
+    return None, None
+
+
+def run(p: PastryHopsParams, run: Run) -> None:
+    """Run P1 + P2 for every overlay size and write tables, plots and the summary."""
+    spark = spark_session(run.name)
+    routers, matrix = shared_network(p, p.seed)
+    hops_rows, dist_rows, time_rows, hist = [], [], [], {}
+    for n in p.nodes:
+        ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers, matrix)
+        for mode in MODES:
+            t0 = time.time()
+            run.log(f"N={n} {mode}: building node state")
+            overlay = ov.build_overlay(spark, ring, mode, seed=p.seed, partitions=p.partitions or None)
+            t_build = time.time() - t0
+            msgs = ov.lookups(spark, ring, p.lookups, np.random.default_rng([p.seed, n, 1]))
+            t1 = time.time()
+            routed = ov.route(overlay, msgs, log=lambda m: run.log(f"N={n} {mode}: {m}"))
+            agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),
+                             F.mean(F.col("distance") / F.col("direct")).alias("rel"),
+                             F.sum("rare").alias("rare"), F.count("*").alias("count")).first()
+            t_route = time.time() - t1
+            run.log(f"N={n} {mode}: mean hops {agg['mean']:.3f}, max {agg['max']}, "
+                    f"relative distance {agg['rel']:.3f} (build {t_build:.1f}s, route {t_route:.1f}s)")
+            if mode == "proximity":
+                hops_rows.append({"nodes": n, "lookups": agg["count"], "mean_hops": agg["mean"],
+                                  "max_hops": agg["max"], "log_2b_n": math.log(n, 2 ** p.b),
+                                  "bound": math.ceil(math.log(n, 2 ** p.b)) + 1})
+                hist[n] = routed.groupBy("hops").count().toPandas().sort_values("hops")
+            dist_rows.append({"nodes": n, "mode": mode, "proximity": p.proximity,
+                              "mean_relative_distance": agg["rel"], "mean_hops": agg["mean"],
+                              "rare_case_hops": agg["rare"]})
+            time_rows.append({"nodes": n, "mode": mode, "build_s": round(t_build, 2),
+                              "route_s": round(t_route, 2), "lookups": p.lookups})
+            if p.save_routes:
+                _save_routes(routed, ring, n, mode, run)
+            overlay.unpersist()
+        if p.save_routes:
+            _save_nodes(ring, n, run)
+    _write(p, run, pd.DataFrame(hops_rows), pd.DataFrame(dist_rows), pd.DataFrame(time_rows), hist)
+
+
+def _append_parquet(path, table: pa.Table) -> None:
+    if path.exists():
+        table = pa.concat_tables([pq.read_table(path), table])
+    pq.write_table(table, path)
+
+
+def _save_nodes(ring: Ring, n: int, run: Run) -> None:
+    nodes = np.arange(ring.n)
+    cols = {"overlay_nodes": np.full(n, n), "node": nodes, "id": ids.to_hex(ring.hi, ring.lo)}
+    prox = ring.prox
+    if prox.coords is not None:
+        for i, axis in enumerate("xyz"[:prox.coords.shape[1]]):
+            cols[axis] = prox.coords[:, i]
+    else:
+        cols["site"] = prox.site
+    _append_parquet(run.path("nodes.parquet"), pa.table(cols))
+
+
+def _save_routes(routed, ring: Ring, n: int, mode: str, run: Run) -> None:
+    pdf = routed.select("src", "key_hi", "key_lo", "dest", "hops", "distance").toPandas().sort_values(["src", "key_hi", "key_lo"])
+    key = ids.to_hex(pdf.key_hi.to_numpy().astype(np.int64).view(np.uint64), pdf.key_lo.to_numpy().astype(np.int64).view(np.uint64))
+    src, dst = pdf.src.to_numpy(), pdf.dest.to_numpy()
+    table = pa.table({"overlay_nodes": np.full(len(pdf), n), "mode": [mode] * len(pdf),
+                      "source": ids.to_hex(ring.hi[src], ring.lo[src]), "key": key,
+                      "destination": ids.to_hex(ring.hi[dst], ring.lo[dst]),
+                      "hops": pdf.hops.to_numpy(), "distance": pdf.distance.to_numpy()})
+    _append_parquet(run.path("routes.parquet"), table)
+
+
+def _write(p: PastryHopsParams, run: Run, hops: pd.DataFrame, dist: pd.DataFrame, timing: pd.DataFrame,
+           hist: dict) -> None:
+    rows = []
+    for n, h in hist.items():
+        total = h["count"].sum()
+        rows += [{"nodes": n, "hops": int(k), "fraction": c / total} for k, c in zip(h["hops"], h["count"])]
+    distribution = pd.DataFrame(rows)
+    report.write_csv(hops[["nodes", "lookups", "mean_hops", "max_hops", "log_2b_n"]], run.path("hops.csv"))
+    report.write_csv(distribution, run.path("hop_distribution.csv"))
+    report.write_csv(dist[["nodes", "mode", "mean_relative_distance"]], run.path("distance.csv"))
+    report.write_csv(timing, run.path("timings.csv"))
+
+    base = 2 ** p.b
+    with report.figure(run.path("hops_vs_nodes.png"), f"Pastry route length (b={p.b}, |L|={p.leaf_set})",
+                       "number of nodes", "hops") as ax:
+        ax.plot(hops.nodes, hops.mean_hops, "o-", label="mean hops (measured)")
+        ax.plot(hops.nodes, hops.max_hops, "s--", label="max hops (measured)", alpha=0.7)
+        xs = np.geomspace(hops.nodes.min(), hops.nodes.max(), 50)
+        ax.plot(xs, np.log(xs) / np.log(base), "k:", label=f"log_{base} N")
+        ax.set_xscale("log")
+    largest = int(hops.nodes.max())
+    d = distribution[distribution.nodes == largest]
+    with report.figure(run.path("hop_distribution.png"), f"Hop count distribution, N={largest:,}",
+                       "hops", "fraction of lookups") as ax:
+        ax.bar(d.hops, d.fraction)
+        for x, y in zip(d.hops, d.fraction):
+            ax.text(x, y, f"{y:.3f}", ha="center", va="bottom", fontsize=8)
+    with report.figure(run.path("relative_distance.png"), f"Route distance / direct distance ({p.proximity})",
+                       "number of nodes", "mean relative distance") as ax:
+        for mode in MODES:
+            m = dist[dist["mode"] == mode]
+            ax.plot(m.nodes, m.mean_relative_distance, "o-", label=f"{mode} neighbor selection")
+        ax.set_xscale("log")
+
+    table = hops[["nodes", "mean_hops", "max_hops", "log_2b_n"]].merge(
+        dist.pivot(index="nodes", columns="mode", values="mean_relative_distance")
+        .rename(columns={m: f"rel_distance_{m}" for m in MODES}).reset_index(), on="nodes")
+    run.path("summary.md").write_text(
+        f"# pastry_hops\n\nb = {p.b}, |L| = {p.leaf_set}, |M| = {p.neighborhood}, proximity model "
+        f"`{p.proximity}`, {p.lookups:,} lookups between random node pairs per size, seed {p.seed}.\n\n"
+        + report.markdown_table(table) + "\n\n"
+        "mean_hops/max_hops use proximity neighbor selection; rel_distance is the mean of "
+        "(route distance / direct distance source -> destination). For comparison, the Pastry "
+        "paper (Rowstron & Druschel 2001) reports mean hops below log_16 N and, with proximity "
+        "selection, routes roughly 30-40% longer than the direct distance; README explains how "
+        "our setup differs from theirs.\n"
+        f"\nTimings (s):\n\n{report.markdown_table(timing, '.2f')}\n")

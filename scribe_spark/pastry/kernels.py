@@ -1,0 +1,317 @@
+"""Pastry's per-node logic as vectorized numpy kernels over a broadcast `Ring`.
+
+These functions hold no Spark code: Spark calls them inside `mapInArrow` tasks (see
+`overlay.py`), and the single-process reference in `bench/` calls them directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scribe_spark import ids
+from scribe_spark.topology import Proximity
+
+FLAT_CLASS_MAX = 256        # prefix classes up to this size use the flat pair search
+FLAT_PAIRS_PER_CHUNK = 4_000_000
+
+# routing rule that produced a hop (SPEC section 2): 0 delivered here, 1 leaf set, 2 table, 3 rare case
+DELIVERED, LEAF, TABLE, RARE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Ring:
+    """The overlay's compact, broadcastable part: ids and locations of all nodes.
+
+    Nodes are numbered 0..N-1 (the vertex key `id`); `hi`/`lo` are their 128-bit Pastry
+    ids, `order` lists node numbers in ring (ascending id) order and `pos` inverts it.
+    """
+
+    hi: np.ndarray
+    lo: np.ndarray
+    b: int
+    leaf_set: int
+    neighborhood: int
+    prox: Proximity
+
+    def __post_init__(self):
+        order = np.lexsort((self.lo, self.hi))
+        pos = np.empty_like(order)
+        pos[order] = np.arange(len(order))
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "pos", pos)
+        object.__setattr__(self, "shi", self.hi[order])
+        object.__setattr__(self, "slo", self.lo[order])
+
+    @property
+    def n(self) -> int:
+        return len(self.hi)
+
+    @property
+    def digits(self) -> int:
+        return ids.ID_BITS // self.b
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+# ---------------------------------------------------------------- node state
+
+def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
+    """Return each node's leaf set: L/2 smaller then L/2 larger ids, nearest first, wrapping.
+
+    When the ring has at most L other nodes the leaf set is all of them (ring order).
+    """
+    n, half = ring.n, ring.leaf_set // 2
+    p = ring.pos[nodes]
+    if n - 1 <= ring.leaf_set:
+        offs = np.arange(1, n)
+        return list(ring.order[(p[:, None] + offs[None, :]) % n])
+    offs = np.concatenate([-np.arange(1, half + 1), np.arange(1, half + 1)])
+    return list(ring.order[(p[:, None] + offs[None, :]) % n])
+
+
+def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
+    """Return each node's neighborhood set: the M nodes closest to it by proximity."""
+    m = min(ring.neighborhood, ring.n - 1)
+    if m <= 0:
+        return [np.empty(0, dtype=np.int64) for _ in nodes]
+    prox = ring.prox
+    if prox.coords is not None:
+        from scipy.spatial import cKDTree
+        tree = _cached(ring, "nbr_tree", lambda: cKDTree(prox.coords))
+        _, j = tree.query(prox.coords[nodes], k=m + 1)
+        j = np.asarray(j).reshape(len(nodes), m + 1)
+        out = []
+        for node, row in zip(nodes, j):
+            row = row[row != node]
+            out.append(row[:m].astype(np.int64))
+        return out
+    # site models: nodes grouped by site, sites visited in order of delay from the node's site
+    by_site = _cached(ring, "nodes_by_site", lambda: _group_by_site(prox.site))
+    occupied, starts, members = by_site
+    out = [None] * len(nodes)
+    qsite = prox.site[nodes]
+    for s in np.unique(qsite):
+        near = occupied[np.argsort(prox.site_delay[s, occupied], kind="stable")]
+        lists = [members[starts[k]:starts[k + 1]] for k in np.searchsorted(occupied, near[:64])]
+        cand = np.concatenate(lists)
+        i = 64
+        while len(cand) < m + 1 and i < len(near):
+            more = [members[starts[k]:starts[k + 1]] for k in np.searchsorted(occupied, near[i:i + 256])]
+            cand = np.concatenate([cand] + more)
+            i += 256
+        for q in np.flatnonzero(qsite == s):
+            row = cand[cand != nodes[q]]
+            out[q] = row[:m].astype(np.int64)
+    return out
+
+
+def _group_by_site(site: np.ndarray):
+    members = np.argsort(site, kind="stable")
+    occupied, starts = np.unique(site[members], return_index=True)
+    return occupied, np.append(starts, len(site)), members
+
+
+_CACHE: dict = {}
+
+
+def _cached(ring: Ring, name: str, make):
+    key = (id(ring), name)
+    if key not in _CACHE:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[key] = make()
+    return _CACHE[key]
+
+
+def _set_digit(hi, lo, r: int, c: int, b: int):
+    """Return ids with digit r set to c (ids whose digits from r on are zero)."""
+    off = r * b
+    if off < 64:
+        return hi | np.uint64(c << (64 - b - off)), lo
+    return hi, lo | np.uint64(c << (128 - b - off))
+
+
+def routing_tables(ring: Ring, nodes: np.ndarray, mode: str = "proximity", seed: int = 0) -> list[np.ndarray]:
+    """Return each node's routing table as a flat array of rows x 2^b node numbers (-1 empty).
+
+    Entry (r, c) holds a node sharing the first r digits with the node and having digit
+    r equal to c. `proximity` picks the candidate closest by the proximity metric;
+    `random` picks a uniformly random candidate (seeded). Only rows up to the deepest
+    populated one are stored.
+    """
+    b, cols = ring.b, 1 << ring.b
+    nodes = np.asarray(nodes, dtype=np.int64)
+    p = ring.pos[nodes]
+    n = ring.n
+    # deepest row with any entry: the longest prefix shared with a ring-order neighbour
+    prev_p = np.maximum(p - 1, 0)
+    next_p = np.minimum(p + 1, n - 1)
+    sh = np.maximum(
+        np.where(p > 0, ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[prev_p], ring.slo[prev_p], b), -1),
+        np.where(p < n - 1, ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[next_p], ring.slo[next_p], b), -1))
+    rows = np.minimum(sh + 1, ring.digits)
+    tables = [np.full(int(k) * cols, -1, dtype=np.int64) for k in rows]
+    for r in range(int(rows.max(initial=0))):
+        act = np.flatnonzero(rows > r)
+        if len(act) == 0:
+            break
+        qhi, qlo = ring.shi[p[act]], ring.slo[p[act]]
+        fhi, flo = ids.prefix_floor(qhi, qlo, r * b)
+        # boundaries of the 2^b child classes: digit r set to c, plus the class end
+        bounds = np.empty((len(act), cols + 1), dtype=np.int64)
+        for c in range(cols):
+            bhi, blo = _set_digit(fhi, flo, r, c, b)
+            bounds[:, c] = ids.searchsorted(ring.shi, ring.slo, bhi, blo)
+        ehi, elo, over = ids.prefix_end(fhi, flo, r * b)
+        bounds[:, cols] = np.where(over, n, ids.searchsorted(ring.shi, ring.slo, ehi, elo))
+        own = ids.digit(qhi, qlo, r, b)
+        if mode == "random":
+            entries = _random_entries(ring, nodes[act], r, bounds, seed)
+        else:
+            entries = _proximity_entries(ring, nodes[act], r, bounds, own)
+        entries[np.arange(len(act)), own] = -1
+        for k, i in enumerate(act):
+            tables[i][r * cols:(r + 1) * cols] = entries[k]
+    return tables
+
+
+def _random_entries(ring: Ring, nodes, r, bounds, seed) -> np.ndarray:
+    cols = bounds.shape[1] - 1
+    size = bounds[:, 1:] - bounds[:, :-1]
+    key = (nodes.astype(np.uint64)[:, None] * np.uint64(1 << 16) + np.uint64(r * cols)
+           + np.arange(cols, dtype=np.uint64)[None, :]) ^ _splitmix64(np.full(1, seed, dtype=np.uint64))
+    h = _splitmix64(key)
+    pick = bounds[:, :-1] + (h % np.maximum(size, 1).astype(np.uint64)).astype(np.int64)
+    return np.where(size > 0, ring.order[np.minimum(pick, ring.n - 1)], -1)
+
+
+def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
+    cols = bounds.shape[1] - 1
+    out = np.full((len(nodes), cols), -1, dtype=np.int64)
+    start, end = bounds[:, 0], bounds[:, cols]
+    big = (end - start) > FLAT_CLASS_MAX
+    # large classes: one nearest-candidate search per (parent class, digit)
+    if big.any():
+        bi = np.flatnonzero(big)
+        _, grp = np.unique(start[bi], return_inverse=True)
+        for g in range(grp.max() + 1):
+            members = bi[grp == g]
+            for c in range(cols):
+                s, e = bounds[members[0], c], bounds[members[0], c + 1]
+                q = members[own[members] != c]
+                if e > s and len(q):
+                    out[q, c] = ring.prox.nearest(nodes[q], ring.order[s:e])
+    # small classes: all (query, class member) pairs at once, grouped argmin per digit
+    small = np.flatnonzero(~big)
+    if len(small):
+        sizes = end[small] - start[small]
+        chunk_starts = _chunks(sizes, FLAT_PAIRS_PER_CHUNK)
+        for a, z in zip(chunk_starts[:-1], chunk_starts[1:]):
+            q = small[a:z]
+            sz = sizes[a:z]
+            qi = np.repeat(np.arange(len(q)), sz)
+            cand_pos = np.repeat(start[q], sz) + (np.arange(sz.sum()) - np.repeat(np.cumsum(sz) - sz, sz))
+            cand = ring.order[cand_pos]
+            keep = cand != nodes[q][qi]
+            qi, cand_pos, cand = qi[keep], cand_pos[keep], cand[keep]
+            d = ring.prox.dist(nodes[q][qi], cand)
+            cd = ids.digit(ring.shi[cand_pos], ring.slo[cand_pos], r, ring.b)
+            o = np.lexsort((cand_pos, d, cd, qi))
+            qi, cd, cand = qi[o], cd[o], cand[o]
+            first = np.ones(len(qi), dtype=bool)
+            first[1:] = (qi[1:] != qi[:-1]) | (cd[1:] != cd[:-1])
+            out[q[qi[first]], cd[first]] = cand[first]
+    return out
+
+
+def _chunks(sizes: np.ndarray, budget: int) -> np.ndarray:
+    """Return start indices splitting `sizes` into consecutive runs of total <= budget."""
+    cum = np.cumsum(sizes)
+    starts = [0]
+    while starts[-1] < len(sizes):
+        base = cum[starts[-1] - 1] if starts[-1] > 0 else 0
+        nxt = int(np.searchsorted(cum, base + budget, side="right"))
+        starts.append(max(nxt, starts[-1] + 1))
+    return np.array(starts)
+
+
+# ---------------------------------------------------------------- routing
+
+def _ragged(values: np.ndarray, offsets: np.ndarray, width: int, fill: np.ndarray) -> np.ndarray:
+    """Return a (n, width) matrix of ragged rows, padded with fill[i]."""
+    n = len(offsets) - 1
+    lens = np.diff(offsets)
+    col = np.arange(width)[None, :]
+    idx = offsets[:-1, None] + col
+    valid = col < lens[:, None]
+    out = np.where(valid, values[np.minimum(idx, max(len(values) - 1, 0))] if len(values) else 0, fill[:, None])
+    return out.reshape(n, width)
+
+
+def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs):
+    """Apply Pastry's routing rule once at node `at` for each message with key (key_hi, key_lo).
+
+    Returns (next_node, rule): rule DELIVERED means the message ends at `at`.
+    """
+    b, cols, L = ring.b, 1 << ring.b, ring.leaf_set
+    at = np.asarray(at, dtype=np.int64)
+    ahi, alo = ring.hi[at], ring.lo[at]
+    n = len(at)
+    leaf = _ragged(leaf_vals, leaf_offs, max(L, 1), at)
+    leaf_len = np.diff(leaf_offs)
+    full = leaf_len >= L
+    half = L // 2
+    # 1. leaf-set rule: key within [leftmost, rightmost] of the leaf set
+    lm, rm = leaf[:, half - 1], leaf[:, L - 1]
+    to_key = ids.sub(key_hi, key_lo, ring.hi[lm], ring.lo[lm])
+    span = ids.sub(ring.hi[rm], ring.lo[rm], ring.hi[lm], ring.lo[lm])
+    in_range = ~full | ids.less_equal(*to_key, *span)
+    best = at.copy()
+    for j in range(leaf.shape[1]):
+        cand = leaf[:, j]
+        better = ids.closer(ring.hi[cand], ring.lo[cand], ring.hi[best], ring.lo[best], key_hi, key_lo)
+        best = np.where(better, cand, best)
+    nxt = np.where(in_range, best, -1)
+    rule = np.where(in_range, np.where(best == at, DELIVERED, LEAF), -1)
+    # 2. routing-table rule: entry (l, digit l of key)
+    l = np.minimum(ids.shared_prefix_digits(key_hi, key_lo, ahi, alo, b), ring.digits - 1)
+    d = ids.digit(key_hi, key_lo, l, b)
+    idx = l * cols + d
+    has = idx < np.diff(rt_offs)
+    entry = np.where(has, rt_vals[np.minimum(rt_offs[:-1] + idx, max(len(rt_vals) - 1, 0))] if len(rt_vals) else -1, -1)
+    use_rt = (rule < 0) & (entry >= 0)
+    nxt = np.where(use_rt, entry, nxt)
+    rule = np.where(use_rt, TABLE, rule)
+    # 3. rare case: any known node with prefix >= l that is numerically closer to the key
+    for i in np.flatnonzero(rule < 0):
+        known = np.concatenate([leaf_vals[leaf_offs[i]:leaf_offs[i + 1]], rt_vals[rt_offs[i]:rt_offs[i + 1]],
+                                nbr_vals[nbr_offs[i]:nbr_offs[i + 1]]])
+        known = np.unique(known[known >= 0])
+        k = _rare_case(ring, known, key_hi[i], key_lo[i], at[i], l[i])
+        nxt[i], rule[i] = (k, RARE) if k >= 0 else (at[i], DELIVERED)
+    nxt = np.where(rule == DELIVERED, at, nxt)
+    return nxt, rule
+
+
+def _rare_case(ring: Ring, known: np.ndarray, khi, klo, at: int, l: int) -> int:
+    if len(known) == 0:
+        return -1
+    khi_a = np.full(len(known), khi, dtype=np.uint64)
+    klo_a = np.full(len(known), klo, dtype=np.uint64)
+    pre = ids.shared_prefix_digits(ring.hi[known], ring.lo[known], khi_a, klo_a, ring.b)
+    ok = (pre >= l) & ids.closer(ring.hi[known], ring.lo[known],
+                                 np.full(len(known), ring.hi[at]), np.full(len(known), ring.lo[at]), khi_a, klo_a)
+    cand = known[ok]
+    if len(cand) == 0:
+        return -1
+    best = cand[0]
+    for c in cand[1:]:
+        if ids.closer(ring.hi[c], ring.lo[c], ring.hi[best], ring.lo[best], khi, klo):
+            best = c
+    return int(best)

@@ -1,0 +1,217 @@
+"""Pastry node state as Spark DataFrames and routing as bulk-synchronous supersteps.
+
+Layout (GraphFrame style): the state frame is keyed by vertex `id` (node number) with
+columns `leaf`, `rt`, `nbr` (arrays of node numbers; `rt` is rows x 2^b, -1 = empty).
+`routing_edges` explodes it into edges `src`/`dst`. The ring (ids, locations) is small
+and broadcast; the per-node state stays distributed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from scribe_spark import ids
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry.kernels import Ring
+
+ID, SRC, DST = "id", "src", "dst"
+
+STATE_SCHEMA = T.StructType([
+    T.StructField(ID, T.LongType(), False),
+    T.StructField("leaf", T.ArrayType(T.LongType(), False), False),
+    T.StructField("rt", T.ArrayType(T.LongType(), False), False),
+    T.StructField("nbr", T.ArrayType(T.LongType(), False), False),
+])
+
+MESSAGE_SCHEMA = T.StructType([
+    T.StructField("mid", T.LongType(), False),
+    T.StructField(SRC, T.LongType(), False),
+    T.StructField("key_hi", T.LongType(), False),   # uint64 bits stored in a signed long
+    T.StructField("key_lo", T.LongType(), False),
+    T.StructField("at", T.LongType(), False),
+    T.StructField("hops", T.IntegerType(), False),
+    T.StructField("distance", T.DoubleType(), False),
+    T.StructField("rare", T.IntegerType(), False),   # hops taken by the rare-case rule
+])
+
+STEP_SCHEMA = T.StructType(MESSAGE_SCHEMA.fields + [
+    T.StructField("done", T.BooleanType(), False),
+    T.StructField("direct", T.DoubleType(), False),
+])
+
+
+@dataclass
+class Overlay:
+    """A converged Pastry overlay: the broadcast ring and the distributed node state."""
+
+    ring: Ring
+    ring_bc: Broadcast
+    state: DataFrame
+    mode: str
+
+    def routing_edges(self) -> DataFrame:
+        """Return routing-table entries as edges (src, dst, row, col)."""
+        return routing_edges(self.state, self.ring.b)
+
+    def unpersist(self) -> None:
+        self.state.unpersist()
+
+
+def _list_array(lists: list[np.ndarray]) -> pa.ListArray:
+    lens = np.fromiter((len(x) for x in lists), dtype=np.int32, count=len(lists))
+    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.concatenate(lists).astype(np.int64) if offsets[-1] else np.empty(0, dtype=np.int64)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -> Callable:
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        nodes = np.concatenate([b.column(0).to_numpy() for b in batches] or [np.empty(0, np.int64)])
+        nodes = nodes.astype(np.int64)
+        for s in range(0, len(nodes), chunk):
+            part = nodes[s:s + chunk]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(part), _list_array(kernels.leaf_sets(ring, part)),
+                 _list_array(kernels.routing_tables(ring, part, mode, seed)),
+                 _list_array(kernels.neighborhood_sets(ring, part))],
+                schema=pa.schema([(ID, pa.int64(), False), ("leaf", pa.list_(pa.field("element", pa.int64(), False)), False),
+                                  ("rt", pa.list_(pa.field("element", pa.int64(), False)), False),
+                                  ("nbr", pa.list_(pa.field("element", pa.int64(), False)), False)]))
+    return _
+
+
+def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed: int = 0,
+                  partitions: int | None = None) -> Overlay:
+    """Build every node's converged state (leaf set, routing table, neighborhood set).
+
+    mode is `proximity` (proximity neighbor selection) or `random`.
+    """
+    if mode not in ("proximity", "random"):
+        raise ValueError(f"mode: must be 'proximity' or 'random' (got {mode!r})")
+    sc = spark.sparkContext
+    parts = partitions or max(sc.defaultParallelism, ring.n // 100_000 + 1)
+    ring_bc = sc.broadcast(ring)
+    state = (spark.range(ring.n, numPartitions=parts)
+             .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)
+             .repartition(parts, ID)
+             .persist())
+    state.count()
+    return Overlay(ring, ring_bc, state, mode)
+
+
+def routing_edges(state: DataFrame, b: int) -> DataFrame:
+    """Return the routing tables as GraphFrame edges (src, dst, row, col)."""
+    cols = 1 << b
+    return (state.select(F.col(ID).alias(SRC), F.posexplode("rt").alias("slot", DST))
+            .where(F.col(DST) >= 0)
+            .select(SRC, DST, (F.col("slot") / cols).cast("int").alias("row"), (F.col("slot") % cols).cast("int").alias("col")))
+
+
+def _as_u64(a: pa.Array) -> np.ndarray:
+    return a.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+
+
+def _offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    offs = a.offsets.to_numpy().astype(np.int64)
+    return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs
+
+
+def _step_task(ring_bc: Broadcast) -> Callable:
+    out_schema = pa.schema([(f.name, pa.int64() if f.dataType == T.LongType() else
+                             pa.int32() if f.dataType == T.IntegerType() else
+                             pa.float64() if f.dataType == T.DoubleType() else pa.bool_(), False)
+                            for f in STEP_SCHEMA.fields])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+            at = col["at"].to_numpy().astype(np.int64)
+            khi, klo = _as_u64(col["key_hi"]), _as_u64(col["key_lo"])
+            nxt, rule = kernels.route_step(ring, khi, klo, at, *_offsets_values(col["leaf"]),
+                                           *_offsets_values(col["rt"]), *_offsets_values(col["nbr"]))
+            done = rule == kernels.DELIVERED
+            src = col[SRC].to_numpy().astype(np.int64)
+            hops = col["hops"].to_numpy().astype(np.int32) + (~done).astype(np.int32)
+            dist = col["distance"].to_numpy() + np.where(done, 0.0, ring.prox.dist(at, nxt))
+            direct = np.where(done, ring.prox.dist(src, at), 0.0)
+            yield pa.RecordBatch.from_arrays(
+                [col["mid"], col[SRC], col["key_hi"], col["key_lo"], pa.array(nxt), pa.array(hops),
+                 pa.array(dist), pa.array(col["rare"].to_numpy().astype(np.int32) + (rule == kernels.RARE)),
+                 pa.array(done), pa.array(direct)], schema=out_schema)
+    return _
+
+
+def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = print,
+          max_supersteps: int | None = None) -> DataFrame:
+    """Route all messages to their keys, one hop per superstep; return the delivered messages.
+
+    `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
+    columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
+    direct hop src -> dest) and rare (how many hops used the rare-case rule).
+    """
+    limit = max_supersteps or 4 * overlay.ring.digits + 16
+    step = _step_task(overlay.ring_bc)
+    inflight = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields]).localCheckpoint()
+    n_inflight = inflight.count()
+    delivered: list[DataFrame] = []
+    k = 0
+    while n_inflight > 0:
+        k += 1
+        if k > limit:
+            raise RuntimeError(f"routing did not converge within {limit} supersteps ({n_inflight} messages left)")
+        t0 = time.time()
+        joined = inflight.join(overlay.state, inflight["at"] == overlay.state[ID]).drop(ID)
+        stepped = joined.mapInArrow(step, STEP_SCHEMA).localCheckpoint()
+        delivered.append(stepped.where("done").drop("done"))
+        nxt = stepped.where(~F.col("done")).drop("done", "direct").localCheckpoint()
+        n_inflight = nxt.count()
+        inflight = nxt
+        log(f"superstep {k}: {n_inflight} messages in flight ({time.time() - t0:.1f}s)")
+    if not delivered:
+        return messages.sparkSession.createDataFrame([], STEP_SCHEMA).drop("done").withColumnRenamed("at", "dest")
+    out = delivered[0]
+    for d in delivered[1:]:
+        out = out.unionByName(d)
+    return out.withColumnRenamed("at", "dest").localCheckpoint()
+
+
+def lookups(spark: SparkSession, ring: Ring, count: int, rng: np.random.Generator) -> DataFrame:
+    """Return `count` lookups between random distinct node pairs (key = destination's id)."""
+    n = ring.n
+    src = rng.integers(0, n, size=count)
+    dst = (src + rng.integers(1, n, size=count)) % n
+    return messages_frame(spark, src, ring.hi[dst], ring.lo[dst])
+
+
+def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key_lo: np.ndarray) -> DataFrame:
+    """Return routing messages starting at nodes `src` with 128-bit keys (hi, lo)."""
+    count = len(src)
+    table = pa.table({
+        "mid": pa.array(np.arange(count, dtype=np.int64)),
+        SRC: pa.array(np.asarray(src, dtype=np.int64)),
+        "key_hi": pa.array(np.asarray(key_hi, dtype=np.uint64).view(np.int64)),
+        "key_lo": pa.array(np.asarray(key_lo, dtype=np.uint64).view(np.int64)),
+        "at": pa.array(np.asarray(src, dtype=np.int64)),
+        "hops": pa.array(np.zeros(count, dtype=np.int32)),
+        "distance": pa.array(np.zeros(count, dtype=np.float64)),
+        "rare": pa.array(np.zeros(count, dtype=np.int32)),
+    })
+    return spark.createDataFrame(table.to_pandas(), MESSAGE_SCHEMA)
+
+
+def hex_ids(ring: Ring, nodes: np.ndarray) -> np.ndarray:
+    """Return 32-char hex Pastry ids of node numbers."""
+    return ids.to_hex(ring.hi[nodes], ring.lo[nodes])

@@ -1,0 +1,195 @@
+"""Proximity models (SPEC section 5): where nodes sit and how far apart they are.
+
+A `Proximity` answers two vectorized questions the overlay needs: the distance between
+node pairs, and, for a set of query nodes, the closest member of a candidate set. It is
+compact (coordinates, or a site index per node plus a site-by-site delay matrix) so it
+can be broadcast to Spark executors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components, shortest_path
+from scipy.spatial import cKDTree
+
+MODELS = ("plane", "sphere", "transit-stub", "matrix")
+PLANE_SIZE = 1000.0
+LAN_DELAY_MS = 1.0
+
+
+@dataclass(frozen=True)
+class TransitStub:
+    """A Georgia-Tech-style transit-stub router graph and its all-pairs delays."""
+
+    n_routers: int
+    is_transit: np.ndarray      # (R,) bool
+    domain: np.ndarray          # (R,) int: transit domain of the router (stub: of its transit router)
+    edges: np.ndarray           # (E, 2) int32, undirected, each once
+    edge_delay: np.ndarray      # (E,) float32 ms
+    delay: np.ndarray           # (R, R) float32 ms, shortest paths
+
+
+@dataclass(frozen=True)
+class Proximity:
+    """Node locations under one model; distances in the model's unit (plane units, radians, ms)."""
+
+    model: str
+    coords: np.ndarray | None = None     # (N, 2) plane, (N, 3) unit vectors on the sphere
+    site: np.ndarray | None = None       # (N,) site (router / matrix row) of each node
+    site_delay: np.ndarray | None = None  # (S, S) float32
+    lan: float = 0.0                     # added once per endpoint for site models
+
+    @property
+    def n(self) -> int:
+        return len(self.coords) if self.coords is not None else len(self.site)
+
+    def dist(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Return the distance between nodes a[i] and b[i] (0 where a[i] == b[i])."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        if self.coords is not None:
+            d = np.linalg.norm(self.coords[a] - self.coords[b], axis=-1)
+            if self.model == "sphere":
+                d = 2.0 * np.arcsin(np.clip(d / 2.0, 0.0, 1.0))
+            return d
+        d = self.site_delay[self.site[a], self.site[b]].astype(np.float64) + 2.0 * self.lan
+        return np.where(a == b, 0.0, d)
+
+    def nearest(self, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Return, for each query node, the candidate node closest to it.
+
+        Ties are broken deterministically (coordinate models: first in `candidates`;
+        site models: lowest site, then first in `candidates`). A query is never its own
+        answer unless it is the only candidate.
+        """
+        queries = np.asarray(queries, dtype=np.int64)
+        candidates = np.asarray(candidates, dtype=np.int64)
+        if len(candidates) == 1 or len(queries) == 0:
+            return np.full(len(queries), candidates[0] if len(candidates) else -1, dtype=np.int64)
+        if self.coords is not None:
+            if len(candidates) * len(queries) <= 20_000:
+                return _nearest_brute(self, queries, candidates)
+            tree = cKDTree(self.coords[candidates])
+            _, j = tree.query(self.coords[queries], k=2)
+            first = candidates[j[:, 0]]
+            return np.where(first == queries, candidates[j[:, 1]], first)
+        # site model: reduce candidates to one per site (the first), then argmin per query site
+        csites, first_idx = np.unique(self.site[candidates], return_index=True)
+        qsites, qinv = np.unique(self.site[queries], return_inverse=True)
+        best = np.empty(len(qsites), dtype=np.int64)
+        step = max(1, 20_000_000 // max(1, len(csites)))
+        for s in range(0, len(qsites), step):
+            block = self.site_delay[qsites[s:s + step]][:, csites]
+            best[s:s + step] = np.argmin(block, axis=1)
+        ans = candidates[first_idx[best]][qinv]
+        clash = ans == queries
+        if clash.any():  # a query whose best site holds only itself: search without it
+            for i in np.flatnonzero(clash):
+                others = candidates[candidates != queries[i]]
+                ans[i] = others[np.argmin(self.dist(np.full(len(others), queries[i]), others))] \
+                    if len(others) else queries[i]
+        return ans
+
+
+def _nearest_brute(p: Proximity, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    d = p.dist(np.repeat(queries, len(candidates)), np.tile(candidates, len(queries)))
+    d = d.reshape(len(queries), len(candidates))
+    d[queries[:, None] == candidates[None, :]] = np.inf
+    return candidates[np.argmin(d, axis=1)]
+
+
+def plane(n: int, rng: np.random.Generator) -> Proximity:
+    """Return n nodes at uniform random points of [0, 1000]^2 (Euclidean distance)."""
+    return Proximity("plane", coords=rng.uniform(0.0, PLANE_SIZE, size=(n, 2)))
+
+
+def sphere(n: int, rng: np.random.Generator) -> Proximity:
+    """Return n nodes uniform on the unit sphere (great-circle distance in radians)."""
+    v = rng.normal(size=(n, 3))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return Proximity("sphere", coords=v)
+
+
+def _random_connected_graph(k: int, p_extra: float, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Return edges of a random connected graph on k vertices: a random tree plus extra edges."""
+    if k <= 1:
+        return []
+    order = rng.permutation(k)
+    edges = set()
+    for i in range(1, k):
+        j = int(order[rng.integers(0, i)])
+        a, b = int(order[i]), j
+        edges.add((min(a, b), max(a, b)))
+    iu, ju = np.triu_indices(k, 1)
+    extra = rng.random(len(iu)) < p_extra
+    edges.update(zip(iu[extra].tolist(), ju[extra].tolist()))
+    return sorted(edges)
+
+
+def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers_per_transit: int = 5,
+                 stubs_per_transit_router: int = 10, routers_per_stub: int = 10,
+                 edge_prob: float = 0.3, delay_transit_transit: float = 20.0,
+                 delay_inter_transit: float = 50.0, delay_transit_stub: float = 5.0,
+                 delay_stub_stub: float = 2.0) -> TransitStub:
+    """Return a transit-stub router graph (default 5,050 routers) with shortest-path delays."""
+    src, dst, dl = [], [], []
+    is_transit, domain = [], []
+
+    def add_domain(k: int, transit: bool, dom: int, delay: float) -> int:
+        base = len(is_transit)
+        is_transit.extend([transit] * k)
+        domain.extend([dom] * k)
+        for a, b in _random_connected_graph(k, edge_prob, rng):
+            src.append(base + a); dst.append(base + b); dl.append(delay)
+        return base
+
+    transit_base = [add_domain(routers_per_transit, True, t, delay_transit_transit)
+                    for t in range(transit_domains)]
+    # transit domains connected as a random connected graph, one link between random routers
+    for a, b in _random_connected_graph(transit_domains, edge_prob, rng):
+        src.append(transit_base[a] + int(rng.integers(routers_per_transit)))
+        dst.append(transit_base[b] + int(rng.integers(routers_per_transit)))
+        dl.append(delay_inter_transit)
+    for t in range(transit_domains):
+        for r in range(routers_per_transit):
+            tr = transit_base[t] + r
+            for _ in range(stubs_per_transit_router):
+                base = add_domain(routers_per_stub, False, t, delay_stub_stub)
+                src.append(tr); dst.append(base + int(rng.integers(routers_per_stub))); dl.append(delay_transit_stub)
+    n = len(is_transit)
+    edges = np.array([src, dst], dtype=np.int32).T
+    delays = np.array(dl, dtype=np.float32)
+    graph = coo_matrix((delays, (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
+    ncomp, _ = connected_components(graph, directed=False)
+    assert ncomp == 1, "transit-stub generator produced a disconnected graph"
+    delay = shortest_path(graph, method="D", directed=False).astype(np.float32)
+    return TransitStub(n, np.array(is_transit), np.array(domain), edges, delays, delay)
+
+
+def on_sites(model: str, n: int, site_delay: np.ndarray, lan: float, rng: np.random.Generator,
+             distinct: bool) -> Proximity:
+    """Return n nodes attached to random sites of a site-delay matrix."""
+    s = len(site_delay)
+    site = rng.choice(s, size=n, replace=False) if distinct else rng.integers(0, s, size=n)
+    return Proximity(model, site=site.astype(np.int32), site_delay=site_delay, lan=lan)
+
+
+def load_matrix(path: str | Path) -> np.ndarray:
+    """Load an N x N latency matrix (ms) from .npy or whitespace/comma separated text."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"latency matrix file not found: {path}")
+    if path.suffix == ".npy":
+        m = np.load(path)
+    else:
+        text = path.read_text()
+        m = np.loadtxt(path, delimiter="," if "," in text else None, ndmin=2)
+    m = np.asarray(m, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"latency matrix {path} must be square, got shape {m.shape}")
+    if not np.all(np.isfinite(m)) or (m < 0).any():
+        raise ValueError(f"latency matrix {path} must hold finite non-negative delays")
+    return m.astype(np.float32)
