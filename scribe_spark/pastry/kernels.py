@@ -5,6 +5,7 @@ These functions hold no Spark code: Spark calls them inside `mapInArrow` tasks (
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,8 @@ class Ring:
         object.__setattr__(self, "pos", pos)
         object.__setattr__(self, "shi", self.hi[order])
         object.__setattr__(self, "slo", self.lo[order])
+        # identifies this ring in per-worker caches (survives pickling, unlike id())
+        object.__setattr__(self, "token", uuid.uuid4().hex)
 
     @property
     def n(self) -> int:
@@ -121,7 +124,7 @@ _CACHE: dict = {}
 
 
 def _cached(ring: Ring, name: str, make):
-    key = (id(ring), name)
+    key = (ring.token, name)
     if key not in _CACHE:
         if len(_CACHE) > 16:
             _CACHE.clear()

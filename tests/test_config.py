@@ -1,0 +1,88 @@
+"""Parameter loading: every bad input is one clear line naming the key, and nothing is written."""
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from scribe_spark import config
+from scribe_spark.config import ConfigError, PastryHopsParams
+from tests.conftest import ROOT
+
+
+def _load(tmp_path, text, overrides=()):
+    f = tmp_path / "p.toml"
+    f.write_text(text)
+    return config.load(PastryHopsParams, f, list(overrides))
+
+
+def test_defaults_file_loads_and_round_trips(tmp_path):
+    p = config.load(PastryHopsParams, ROOT / "conf" / "pastry_hops.toml")
+    assert p.nodes[-1] == 100_000 and p.lookups == 200_000 and p.b == 4
+    again = _load(tmp_path, config.to_toml(p))
+    assert again == p
+
+
+def test_overrides_are_toml_values(tmp_path):
+    p = _load(tmp_path, "nodes = [10]\n", ["nodes=[1000,10000]", "proximity=sphere", "topology.edge_prob=0.5",
+                                          "save_routes=true"])
+    assert p.nodes == (1000, 10000) and p.proximity == "sphere" and p.topology.edge_prob == 0.5 and p.save_routes
+
+
+@pytest.mark.parametrize("text, overrides, key, reason", [
+    ("bogus = 1\n", [], "bogus", "unknown parameter"),
+    ("", ["b=3"], "b", "divide 128"),
+    ("", ["b=16"], "b", "divide 128"),
+    ("", ["leaf_set=15"], "leaf_set", "even"),
+    ("", ["nodes=[1]"], "nodes", ">= 2"),
+    ("", ["nodes=[]"], "nodes", "at least one"),
+    ("", ["lookups=0"], "lookups", ">= 1"),
+    ("", ["lookups=\"many\""], "lookups", "integer"),
+    ("", ["b=true"], "b", "integer"),
+    ("", ["proximity=moon"], "proximity", "one of"),
+    ("", ["proximity=\"matrix\""], "matrix", "must name"),
+    ("", ["proximity=\"matrix\"", "matrix=\"/nonexistent.npy\""], "matrix", "not found"),
+    ("[topology]\nrouters=3\n", [], "topology.routers", "unknown"),
+    ("", ["topology.edge_prob=2"], "topology.edge_prob", "[0, 1]"),
+])
+def test_bad_parameters_name_the_key(tmp_path, text, overrides, key, reason):
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, text, overrides)
+    msg = str(e.value)
+    assert f"'{key}'" in msg and reason in msg and "\n" not in msg
+
+
+def test_matrix_must_cover_all_nodes(tmp_path):
+    m = tmp_path / "m.txt"
+    m.write_text("0 1 2\n1 0 1\n2 1 0\n")
+    p = _load(tmp_path, f'proximity = "matrix"\nmatrix = "{m}"\nnodes = [3]\n')
+    assert p.proximity == "matrix"
+    with pytest.raises(ConfigError, match="'nodes'.*3 sites"):
+        _load(tmp_path, f'proximity = "matrix"\nmatrix = "{m}"\nnodes = [4]\n')
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0 1\n1 0\n2 2\n")
+    with pytest.raises(ConfigError, match="'matrix'.*square"):
+        _load(tmp_path, f'proximity = "matrix"\nmatrix = "{bad}"\nnodes = [2]\n')
+
+
+def test_invalid_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        _load(tmp_path, "nodes = [\n")
+    with pytest.raises(ConfigError, match="not found"):
+        config.load(PastryHopsParams, tmp_path / "nope.toml")
+
+
+def test_job_rejects_bad_input_with_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "pastry_hops.py"), "--set", "b=3", "--out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines == ["pastry_hops: error: key 'b': must be in 1..8 and divide 128 (got 3)"]
+    assert not out.exists()
+
+
+def test_resolved_params_are_valid_toml():
+    text = config.to_toml(PastryHopsParams())
+    data = tomllib.loads(text)
+    assert data["nodes"] == list(PastryHopsParams().nodes) and data["topology"]["transit_domains"] == 10

@@ -1,0 +1,168 @@
+"""Pastry state and superstep routing, each checked against an independent brute force."""
+import bisect
+import math
+
+import numpy as np
+import pytest
+
+from scribe_spark import ids, topology
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.kernels import Ring
+
+M = 1 << 128
+
+
+def _ring(n, b=4, model="plane", seed=1, leaf=16, nbr=32):
+    rng = np.random.default_rng(seed)
+    hi, lo = ids.random_ids(n, rng)
+    if model == "plane":
+        prox = topology.plane(n, rng)
+    elif model == "sphere":
+        prox = topology.sphere(n, rng)
+    else:
+        ts = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4)
+        prox = topology.on_sites("transit-stub", n, ts.delay, topology.LAN_DELAY_MS, rng, distinct=False)
+    return Ring(hi, lo, b, leaf, nbr, prox)
+
+
+def _ints(ring):
+    return [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
+
+
+def _closest_brute(ints, key):
+    """The numerically closest node by plain Python integers (ties: smaller id)."""
+    return min(range(len(ints)), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
+
+
+@pytest.fixture(scope="module")
+def overlay_1500(spark):
+    ring = _ring(1500)
+    o = ov.build_overlay(spark, ring, "proximity", seed=1)
+    yield o
+    o.unpersist()
+
+
+def _state(overlay):
+    return {r.id: r for r in overlay.state.collect()}
+
+
+@pytest.mark.parametrize("n, b, model", [(1500, 4, "plane"), (700, 2, "sphere"), (600, 1, "transit-stub"),
+                                         (400, 8, "plane"), (12, 4, "plane")])
+def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, model):
+    ring = _ring(n, b, model, seed=n)
+    o = ov.build_overlay(spark, ring, "proximity", seed=3)
+    rng = np.random.default_rng(11)
+    k = 1500
+    khi, klo = ids.random_ids(k, rng)
+    # include keys equal to node ids and keys right next to them
+    e = min(100, n)
+    khi[:e], klo[:e] = ring.hi[:e], ring.lo[:e]
+    khi[e:2 * e], klo[e:2 * e] = ring.hi[:e], ring.lo[:e] + np.uint64(1)
+    src = rng.integers(0, n, k)
+    routed = ov.route(o, ov.messages_frame(spark, src, khi, klo), log=lambda m: None).toPandas()
+    o.unpersist()
+    assert len(routed) == k and sorted(routed.mid) == list(range(k))
+    ints = _ints(ring)
+    routed = routed.sort_values("mid")
+    keys = [(int(h) << 64) | int(l) for h, l in zip(khi, klo)]
+    want = [_closest_brute(ints, key) for key in keys]
+    assert list(routed.dest) == want
+    bound = math.ceil(math.log(n, 2 ** b)) + 1
+    assert routed.hops.max() <= bound
+    # a key equal to a node id always has a routing-table candidate: no rare case on its route
+    assert routed.rare.iloc[:e].sum() == 0
+
+
+def test_routing_tables_satisfy_prefix_invariant_and_are_complete(spark, overlay_1500):
+    ring = overlay_1500.ring
+    edges = overlay_1500.routing_edges().toPandas()
+    assert set(edges.columns) >= {"src", "dst", "row", "col"}
+    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst], ring.lo[edges.dst], 4)
+    assert (sh == edges.row).all()
+    assert (ids.digit(ring.hi[edges.dst], ring.lo[edges.dst], edges.row, 4) == edges.col).all()
+    # completeness: an entry exists exactly where some candidate exists (brute force over all nodes)
+    have = set(zip(edges.src, edges.row, edges.col))
+    ints = _ints(ring)
+    for x in range(0, ring.n, 25):
+        for y in range(ring.n):
+            if y == x:
+                continue
+            r = (128 - (ints[x] ^ ints[y]).bit_length()) // 4
+            c = (ints[y] >> (128 - 4 * (r + 1))) & 15
+            assert (x, r, c) in have
+
+
+def test_proximity_selection_picks_a_closest_candidate(spark, overlay_1500):
+    ring = overlay_1500.ring
+    edges = overlay_1500.routing_edges().toPandas()
+    ints = np.array(_ints(ring), dtype=object)
+    sample = edges[edges.src % 7 == 0]
+    for src, dst, row, col in sample[["src", "dst", "row", "col"]].itertuples(index=False):
+        # brute force: all nodes sharing `row` digits with src and having digit `col` there
+        prefix = ints[src] >> (128 - 4 * (row + 1))
+        want_prefix = ((prefix >> 4) << 4) | col
+        cands = np.array([y for y in range(ring.n) if ints[y] >> (128 - 4 * (row + 1)) == want_prefix])
+        d = ring.prox.dist(np.full(len(cands), src), cands)
+        assert ring.prox.dist(np.array([src]), np.array([dst]))[0] == pytest.approx(d.min())
+
+
+def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
+    ring = _ring(1500)
+    rnd = ov.build_overlay(spark, ring, "random", seed=1)
+    prox = ov.build_overlay(spark, ring, "proximity", seed=1)
+    edges = rnd.routing_edges().toPandas()
+    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst], ring.lo[edges.dst], 4)
+    assert (sh == edges.row).all()
+    msgs = ov.lookups(spark, ring, 3000, np.random.default_rng(2))
+    rel = {}
+    for name, o in (("random", rnd), ("proximity", prox)):
+        r = ov.route(o, msgs, log=lambda m: None).toPandas()
+        rel[name] = (r.distance / r.direct).mean()
+        o.unpersist()
+    assert rel["proximity"] < 2.0 < rel["random"]
+
+
+def test_leaf_and_neighborhood_sets_match_brute_force(spark, overlay_1500):
+    ring = overlay_1500.ring
+    state = _state(overlay_1500)
+    ints = _ints(ring)
+    order = sorted(range(ring.n), key=lambda i: ints[i])
+    for x in range(0, ring.n, 50):
+        p = order.index(x)
+        smaller = [order[(p - k) % ring.n] for k in range(1, 9)]
+        larger = [order[(p + k) % ring.n] for k in range(1, 9)]
+        assert list(state[x].leaf) == smaller + larger
+        d = ring.prox.dist(np.full(ring.n, x), np.arange(ring.n))
+        d[x] = np.inf
+        assert sorted(d[list(state[x].nbr)]) == pytest.approx(np.sort(d)[:32])
+
+
+def test_small_ring_leaf_set_holds_everyone(spark):
+    ring = _ring(5)
+    o = ov.build_overlay(spark, ring, "proximity")
+    st = _state(o)
+    o.unpersist()
+    assert all(sorted(st[x].leaf) == sorted(set(range(5)) - {x}) for x in range(5))
+    assert all(len(st[x].nbr) == 4 for x in range(5))
+
+
+def test_same_seed_gives_identical_state_and_routes(spark):
+    def once():
+        ring = _ring(800, seed=5)
+        o = ov.build_overlay(spark, ring, "proximity", seed=5)
+        st = o.state.toPandas().sort_values("id")
+        r = ov.route(o, ov.lookups(spark, ring, 1000, np.random.default_rng(8)), log=lambda m: None)
+        r = r.toPandas().sort_values("mid").reset_index(drop=True)
+        o.unpersist()
+        return st, r
+    (s1, r1), (s2, r2) = once(), once()
+    assert [list(x) for x in s1.rt] == [list(x) for x in s2.rt]
+    assert r1.equals(r2)
+
+
+def test_superstep_progress_is_reported(spark, overlay_1500):
+    lines = []
+    msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
+    ov.route(overlay_1500, msgs, log=lines.append)
+    assert lines[0].startswith("superstep 1: ") and "messages in flight" in lines[0]
+    assert lines[-1].startswith(f"superstep {len(lines)}: 0 messages in flight")

@@ -1,0 +1,55 @@
+"""Proximity models: sizes, metric properties, and nearest-candidate search against brute force."""
+import numpy as np
+import pytest
+
+from scribe_spark import topology
+
+
+def test_default_transit_stub_has_5050_connected_routers():
+    ts = topology.transit_stub(np.random.default_rng(1))
+    assert ts.n_routers == 5050 and ts.is_transit.sum() == 50
+    d = ts.delay
+    assert np.isfinite(d).all() and (np.diag(d) == 0).all()
+    assert np.allclose(d, d.T)
+    # shortest paths obey the triangle inequality on a sample
+    rng = np.random.default_rng(2)
+    i, j, k = rng.integers(0, 5050, (3, 2000))
+    assert (d[i, k] <= d[i, j] + d[j, k] + 1e-3).all()
+    # a stub-to-stub path through the core is longer than any intra-stub hop
+    assert d.max() > 2 * 50.0
+
+
+def test_sphere_distance_is_great_circle():
+    p = topology.Proximity("sphere", coords=np.array([[1.0, 0, 0], [0, 1.0, 0], [-1.0, 0, 0]]))
+    assert np.allclose(p.dist(np.array([0, 0]), np.array([1, 2])), [np.pi / 2, np.pi])
+
+
+@pytest.mark.parametrize("model", ["plane", "sphere", "sites"])
+def test_nearest_matches_brute_force(model):
+    rng = np.random.default_rng(4)
+    n = 3000
+    if model == "plane":
+        p = topology.plane(n, rng)
+    elif model == "sphere":
+        p = topology.sphere(n, rng)
+    else:
+        ts = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=3)
+        p = topology.on_sites("transit-stub", n, ts.delay, topology.LAN_DELAY_MS, rng, distinct=False)
+    queries = rng.choice(n, 300, replace=False)
+    for cands in (rng.choice(n, 40, replace=False), rng.choice(n, 2500, replace=False)):
+        got = p.nearest(queries, cands)
+        for q, g in zip(queries, got):
+            others = cands[cands != q]
+            best = p.dist(np.full(len(others), q), others).min()
+            assert g != q and p.dist(np.array([q]), np.array([g]))[0] == pytest.approx(best)
+
+
+def test_load_matrix_text_and_npy(tmp_path):
+    m = np.array([[0, 3.5], [3.5, 0]])
+    np.save(tmp_path / "m.npy", m)
+    (tmp_path / "m.csv").write_text("0,3.5\n3.5,0\n")
+    assert np.allclose(topology.load_matrix(tmp_path / "m.npy"), m)
+    assert np.allclose(topology.load_matrix(tmp_path / "m.csv"), m)
+    (tmp_path / "neg.txt").write_text("0 -1\n-1 0\n")
+    with pytest.raises(ValueError, match="non-negative"):
+        topology.load_matrix(tmp_path / "neg.txt")
