@@ -1,0 +1,175 @@
+"""Benchmark: Pastry state build + routing on Spark vs a single-process NumPy reference.
+
+    .venv/bin/python bench/pastry_bench.py 10000 100000 1000000 [--lookups 200000] [--master local[2]]
+
+For each N it runs, in separate child processes (so peak memory is measured cleanly):
+  spark      build the converged state with mapInArrow and route all lookups as supersteps;
+             peak memory = summed RSS of the whole process tree (driver, JVM, Python workers)
+  reference  the same numpy kernels called directly in one process on dense arrays,
+             routing all lookups hop by hop without Spark; peak memory = ru_maxrss
+and prints one table row per (N, implementation). Both use seed 1, the plane model,
+b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _ring(n: int):
+    from scribe_spark import ids, topology
+    from scribe_spark.pastry.kernels import Ring
+    rng = np.random.default_rng([1, n])
+    hi, lo = ids.random_ids(n, rng)
+    return Ring(hi, lo, 4, 16, 32, topology.plane(n, rng))
+
+
+def _lookups(ring, count: int):
+    rng = np.random.default_rng([1, ring.n, 1])
+    src = rng.integers(0, ring.n, size=count)
+    dst = (src + rng.integers(1, ring.n, size=count)) % ring.n
+    return src, dst
+
+
+def _tree_rss_kb(root_pid: int) -> int:
+    """Summed VmRSS (kB) of root_pid and all its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as f:
+                st = f.read()
+        except OSError:
+            continue
+        ppid = int(st.split("PPid:")[1].split()[0])
+        children.setdefault(ppid, []).append(int(d))
+        rss[int(d)] = int(st.split("VmRSS:")[1].split()[0]) if "VmRSS:" in st else 0
+    total, stack = 0, [root_pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+def run_spark(n: int, lookups: int, master: str) -> dict:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_rss_kb(os.getpid()))
+            time.sleep(0.5)
+    threading.Thread(target=sample, daemon=True).start()
+    from pyspark.sql import SparkSession
+    from scribe_spark.pastry import overlay as ov
+    spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "12g").config("spark.sql.shuffle.partitions", "8")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    ring = _ring(n)
+    t0 = time.time()
+    o = ov.build_overlay(spark, ring, "proximity", seed=1)
+    t_build = time.time() - t0
+    src, dst = _lookups(ring, lookups)
+    msgs = ov.messages_frame(spark, src, ring.hi[dst], ring.lo[dst])
+    t1 = time.time()
+    routed = ov.route(o, msgs, log=lambda m: print(f"  spark N={n}: {m}", file=sys.stderr, flush=True))
+    agg = routed.agg({"hops": "sum", "*": "count"}).first()
+    t_route = time.time() - t1
+    stop.set()
+    hops = int(agg["sum(hops)"])
+    spark.stop()
+    return {"impl": f"spark {master}", "n": n, "build_s": t_build, "route_s": t_route, "hops": hops,
+            "lookups": int(agg["count(1)"]), "peak_mb": peak[0] / 1024}
+
+
+def run_reference(n: int, lookups: int) -> dict:
+    from scribe_spark.pastry import kernels
+    ring = _ring(n)
+    nodes = np.arange(n)
+    t0 = time.time()
+    leaf = np.array(kernels.leaf_sets(ring, nodes))                       # (N, L)
+    nbr = kernels.neighborhood_sets(ring, nodes)
+    rt = kernels.routing_tables(ring, nodes, "proximity", 1)
+    width = max(len(r) for r in rt)
+    rt_dense = np.full((n, width), -1, dtype=np.int64)
+    for i, r in enumerate(rt):
+        rt_dense[i, :len(r)] = r
+    rt_len = np.array([len(r) for r in rt])
+    nbr_dense = np.array([np.pad(x, (0, ring.neighborhood - len(x)), constant_values=-1) for x in nbr])
+    t_build = time.time() - t0
+    src, dst = _lookups(ring, lookups)
+    khi, klo = ring.hi[dst], ring.lo[dst]
+    at, hops = src.copy(), np.zeros(lookups, dtype=np.int64)
+    active = np.arange(lookups)
+    t1 = time.time()
+    while len(active):
+        a = at[active]
+        k = len(a)
+        leaf_offs = np.arange(k + 1) * leaf.shape[1]
+        rt_offs = np.concatenate([[0], np.cumsum(rt_len[a])])
+        rt_vals = rt_dense[a][np.arange(width)[None, :] < rt_len[a][:, None]]
+        nv = nbr_dense[a]
+        nbr_vals = nv[nv >= 0]
+        nbr_offs = np.concatenate([[0], np.cumsum((nv >= 0).sum(1))])
+        nxt, rule = kernels.route_step(ring, khi[active], klo[active], a, leaf[a].ravel(), leaf_offs,
+                                       rt_vals, rt_offs, nbr_vals, nbr_offs)
+        moving = rule != kernels.DELIVERED
+        at[active[moving]] = nxt[moving]
+        hops[active[moving]] += 1
+        active = active[moving]
+    t_route = time.time() - t1
+    assert (at == dst).all(), "reference routing delivered a lookup to the wrong node"
+    return {"impl": "numpy reference", "n": n, "build_s": t_build, "route_s": t_route, "hops": int(hops.sum()),
+            "lookups": lookups, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("nodes", nargs="*", type=int, default=[10_000, 100_000])
+    ap.add_argument("--lookups", type=int, default=200_000)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--only", choices=["spark", "reference"])
+    ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        n = args.nodes[0]
+        res = run_spark(n, args.lookups, args.master) if args.child == "spark" else run_reference(n, args.lookups)
+        print("RESULT " + json.dumps(res), flush=True)
+        return
+    print("| N | implementation | state build s | routing s | lookups | mean hops | lookup-hops/s | peak memory MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in args.nodes:
+        for impl in ("spark", "reference"):
+            if args.only and impl != args.only:
+                continue
+            t = time.time()
+            out = subprocess.run([sys.executable, __file__, str(n), "--lookups", str(args.lookups), "--master",
+                                  args.master, "--child", impl], capture_output=True, text=True)
+            lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+            if not lines:
+                print(f"| {n:,} | {impl} | failed after {time.time() - t:.0f}s: {out.stderr.strip().splitlines()[-1:]} |")
+                continue
+            r = json.loads(lines[0][7:])
+            print(f"| {n:,} | {r['impl']} | {r['build_s']:.1f} | {r['route_s']:.1f} | {r['lookups']:,} | "
+                  f"{r['hops'] / r['lookups']:.3f} | {r['hops'] / r['route_s']:,.0f} | {r['peak_mb']:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
