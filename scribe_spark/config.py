@@ -212,3 +212,36 @@ def _toml_value(v: Any) -> str:
 def as_dict(params: Any) -> dict:
     """Return the parameters as a plain dict."""
     return dataclasses.asdict(params)
+
+
+@dataclass(frozen=True)
+class ScribeParams:
+    """SPEC S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
+
+    nodes: int = 100_000
+    topics: int = 1500
+    size_exponent: float = 1.25
+    min_size: int = 1
+    group_size: int = 0
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    seed: int = 1
+    bad_credentials: float = 0.001
+    save_trees: bool = False
+    partitions: int = 0
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    proximity = "transit-stub"   # Scribe experiments run on the router topology (not a parameter)
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
+        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
+        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
+        _require(1 <= self.min_size <= self.nodes, "min_size", f"must be in 1..nodes ({self.nodes})", self.min_size)
+        _require(0 <= self.group_size <= self.nodes, "group_size",
+                 f"must be in 0..nodes ({self.nodes}); 0 = sizes from size_exponent", self.group_size)
+        _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]", self.bad_credentials)
+        _validate_pastry(self)
+        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+        self.topology.validate("topology.")

@@ -30,6 +30,15 @@ class TransitStub:
     edges: np.ndarray           # (E, 2) int32, undirected, each once
     edge_delay: np.ndarray      # (E,) float32 ms
     delay: np.ndarray           # (R, R) float32 ms, shortest paths
+    pred: np.ndarray            # (R, R) int32: pred[a, v] = router before v on the shortest path a -> v
+
+    def link_index(self):
+        """Return a sparse (R, R) matrix holding 1 + link number for both directions of each link."""
+        e = self.edges
+        data = np.arange(1, len(e) + 1, dtype=np.int64)
+        return coo_matrix((np.concatenate([data, data]), (np.concatenate([e[:, 0], e[:, 1]]),
+                                                           np.concatenate([e[:, 1], e[:, 0]]))),
+                          shape=(self.n_routers, self.n_routers)).tocsr()
 
 
 @dataclass(frozen=True)
@@ -165,8 +174,29 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
     graph = coo_matrix((delays, (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
     ncomp, _ = connected_components(graph, directed=False)
     assert ncomp == 1, "transit-stub generator produced a disconnected graph"
-    delay = shortest_path(graph, method="D", directed=False).astype(np.float32)
-    return TransitStub(n, np.array(is_transit), np.array(domain), edges, delays, delay)
+    delay, pred = shortest_path(graph, method="D", directed=False, return_predecessors=True)
+    return TransitStub(n, np.array(is_transit), np.array(domain), edges, delays, delay.astype(np.float32),
+                       pred.astype(np.int32))
+
+
+def path_links(pred: np.ndarray, link_index, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (pair, link) for every physical link on the shortest path a[pair] -> b[pair].
+
+    Walks the predecessor matrix backwards from b for all pairs at once.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    cur = np.asarray(b, dtype=np.int64).copy()
+    active = np.flatnonzero(cur != a)
+    pairs, links = [], []
+    while len(active):
+        prev = pred[a[active], cur[active]].astype(np.int64)
+        pairs.append(active)
+        links.append(np.asarray(link_index[prev, cur[active]]).ravel() - 1)
+        cur[active] = prev
+        active = active[prev != a[active]]
+    if not pairs:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return np.concatenate(pairs), np.concatenate(links).astype(np.int64)
 
 
 def on_sites(model: str, n: int, site_delay: np.ndarray, lan: float, rng: np.random.Generator,

@@ -76,8 +76,10 @@ def _list_array(lists: list[np.ndarray]) -> pa.ListArray:
 def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
-        nodes = np.concatenate([b.column(0).to_numpy() for b in batches] or [np.empty(0, np.int64)])
-        nodes = nodes.astype(np.int64)
+        # the input is a range of ring positions: a task's nodes share prefix classes, so it
+        # searches few classes instead of all of them
+        positions = np.concatenate([b.column(0).to_numpy() for b in batches] or [np.empty(0, np.int64)])
+        nodes = ring.order[positions.astype(np.int64)]
         for s in range(0, len(nodes), chunk):
             part = nodes[s:s + chunk]
             yield pa.RecordBatch.from_arrays(
@@ -126,11 +128,26 @@ def _offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs
 
 
+def _pa_type(dt: T.DataType) -> pa.DataType:
+    return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
+            T.BooleanType(): pa.bool_(), T.StringType(): pa.string()}[dt]
+
+
+def _arrow_schema(schema: T.StructType) -> pa.Schema:
+    return pa.schema([(f.name, _pa_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def _route_batch(ring: Ring, col: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Apply the routing rule to one Arrow batch of messages joined with node state."""
+    at = col["at"].to_numpy().astype(np.int64)
+    nxt, rule = kernels.route_step(ring, _as_u64(col["key_hi"]), _as_u64(col["key_lo"]), at,
+                                   *_offsets_values(col["leaf"]), *_offsets_values(col["rt"]),
+                                   *_offsets_values(col["nbr"]))
+    return at, nxt, rule
+
+
 def _step_task(ring_bc: Broadcast) -> Callable:
-    out_schema = pa.schema([(f.name, pa.int64() if f.dataType == T.LongType() else
-                             pa.int32() if f.dataType == T.IntegerType() else
-                             pa.float64() if f.dataType == T.DoubleType() else pa.bool_(), False)
-                            for f in STEP_SCHEMA.fields])
+    out_schema = _arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
@@ -138,10 +155,7 @@ def _step_task(ring_bc: Broadcast) -> Callable:
             if batch.num_rows == 0:
                 continue
             col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-            at = col["at"].to_numpy().astype(np.int64)
-            khi, klo = _as_u64(col["key_hi"]), _as_u64(col["key_lo"])
-            nxt, rule = kernels.route_step(ring, khi, klo, at, *_offsets_values(col["leaf"]),
-                                           *_offsets_values(col["rt"]), *_offsets_values(col["nbr"]))
+            at, nxt, rule = _route_batch(ring, col)
             done = rule == kernels.DELIVERED
             src = col[SRC].to_numpy().astype(np.int64)
             hops = col["hops"].to_numpy().astype(np.int32) + (~done).astype(np.int32)
@@ -152,6 +166,32 @@ def _step_task(ring_bc: Broadcast) -> Callable:
                  pa.array(dist), pa.array(col["rare"].to_numpy().astype(np.int32) + (rule == kernels.RARE)),
                  pa.array(done), pa.array(direct)], schema=out_schema)
     return _
+
+
+def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
+    """Return messages with `next` (next node) and `delivered` (the message ends at `at`).
+
+    `messages` needs columns key_hi, key_lo (128-bit key as two longs) and at; any other
+    columns pass through. This is one superstep of Pastry routing for any application.
+    """
+    extra = [f for f in messages.schema.fields if f.name not in ("leaf", "rt", "nbr")]
+    schema = T.StructType(extra + [T.StructField("next", T.LongType(), False),
+                                   T.StructField("delivered", T.BooleanType(), False)])
+    out_schema = _arrow_schema(schema)
+    names = [f.name for f in extra]
+    ring_bc = overlay.ring_bc
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+            _, nxt, rule = _route_batch(ring, col)
+            yield pa.RecordBatch.from_arrays([col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)],
+                                             schema=out_schema)
+    joined = messages.join(overlay.state, messages["at"] == overlay.state[ID]).drop(ID)
+    return joined.mapInArrow(_, schema)
 
 
 def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = print,

@@ -1,0 +1,1 @@
+"""Scribe: topic-based multicast trees built over Pastry as supersteps."""

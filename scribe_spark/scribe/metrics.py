@@ -1,0 +1,134 @@
+"""Scribe metrics (SPEC S1/S2): delay penalty, node stress, link stress, tree shape.
+
+Delays and depths come from supersteps down the trees; per-edge physical quantities are
+computed inside Spark tasks with the broadcast ring and router tables.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from scribe_spark import topology
+from scribe_spark.pastry.overlay import DST, SRC, Overlay
+from scribe_spark.scribe.trees import NODE, TOPIC, Trees
+
+
+def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
+    """Return df with column `out` = proximity distance between nodes in columns a and b."""
+    ring_bc = overlay.ring_bc
+    schema = T.StructType(df.schema.fields + [T.StructField(out, T.DoubleType(), False)])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        prox = ring_bc.value.prox
+        for batch in batches:
+            d = prox.dist(batch.column(a).to_numpy(), batch.column(b).to_numpy())
+            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(d)], names=batch.schema.names + [out])
+    return df.mapInArrow(_, schema)
+
+
+def tree_paths(overlay: Overlay, trees: Trees, log: Callable[[str], None] = print) -> DataFrame:
+    """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
+    edges = with_distance(overlay, trees.edges, SRC, DST, "edge_delay").localCheckpoint()
+    frontier = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth")).localCheckpoint()
+    levels = [frontier]
+    k = 0
+    while True:
+        t0 = time.time()
+        frontier = (frontier.join(edges, (frontier[TOPIC] == edges[TOPIC]) & (frontier[NODE] == edges[DST]))
+                    .select(frontier[TOPIC], edges[SRC].alias(NODE), (F.col("delay") + F.col("edge_delay")).alias("delay"),
+                            (F.col("depth") + 1).alias("depth"))).localCheckpoint()
+        n = frontier.count()
+        k += 1
+        log(f"publish superstep {k}: {n} event copies in flight ({time.time() - t0:.1f}s)")
+        if n == 0:
+            break
+        levels.append(frontier)
+    out = levels[0]
+    for lv in levels[1:]:
+        out = out.unionByName(lv)
+    return out.localCheckpoint()
+
+
+def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """Return per topic: members, rmd, rad (Scribe delay from the root / IP unicast delay)."""
+    m = (subscriptions.join(paths, [TOPIC, NODE]).join(trees.roots.withColumnRenamed(NODE, "root"), TOPIC))
+    m = with_distance(overlay, m, "root", NODE, "ip_delay")
+    agg = m.groupBy(TOPIC).agg(F.count("*").alias("members"), F.max("delay").alias("max_scribe"),
+                               F.mean("delay").alias("mean_scribe"), F.max("ip_delay").alias("max_ip"),
+                               F.mean("ip_delay").alias("mean_ip"), F.max("depth").alias("depth"))
+    return (agg.withColumn("rmd", F.when(F.col("max_ip") > 0, F.col("max_scribe") / F.col("max_ip")))
+            .withColumn("rad", F.when(F.col("mean_ip") > 0, F.col("mean_scribe") / F.col("mean_ip"))))
+
+
+def node_stress(trees: Trees) -> DataFrame:
+    """Return per node with any children: topics (forwarded for) and entries (children-table size)."""
+    return (trees.edges.groupBy(F.col(DST).alias(NODE))
+            .agg(F.countDistinct(TOPIC).alias("topics"), F.count("*").alias("entries")))
+
+
+def tree_shape(trees: Trees, paths: DataFrame) -> DataFrame:
+    """Return per topic: tree nodes, depth, fan-out at the root, mean/max fan-out of other forwarders."""
+    fan = trees.edges.groupBy(TOPIC, F.col(DST).alias(NODE)).agg(F.count("*").alias("fanout"))
+    roots = trees.roots.withColumn("is_root", F.lit(True))
+    fan = fan.join(roots, [TOPIC, NODE], "left").fillna(False, ["is_root"])
+    root_fan = fan.where("is_root").select(TOPIC, F.col("fanout").alias("root_fanout"))
+    other = fan.where(~F.col("is_root")).groupBy(TOPIC).agg(F.mean("fanout").alias("mean_fanout_other"),
+                                                            F.max("fanout").alias("max_fanout_other"))
+    size = paths.groupBy(TOPIC).agg(F.count("*").alias("tree_nodes"), F.max("depth").alias("depth"))
+    return size.join(root_fan, TOPIC, "left").join(other, TOPIC, "left").fillna(0, ["root_fanout"])
+
+
+def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast, per_topic_union: bool) -> Callable:
+    """mapInArrow task: (topic, a, b) node pairs -> (link, copies) partial counts."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pred, link_index, n_links = routers_bc.value
+        site = sites_bc.value
+        counts = np.zeros(n_links, dtype=np.int64)
+        topic_links = []
+        for batch in batches:
+            topic = batch.column(TOPIC).to_numpy()
+            a = site[batch.column("a").to_numpy()]
+            b = site[batch.column("b").to_numpy()]
+            pair, link = topology.path_links(pred, link_index, a, b)
+            if per_topic_union:
+                topic_links.append(topic[pair] * n_links + link)
+            else:
+                counts += np.bincount(link, minlength=n_links)
+        if per_topic_union and topic_links:
+            # IP multicast: one copy per link of each topic's shortest-path tree. The frame is
+            # partitioned by topic, so every topic's pairs are all in this task.
+            counts += np.bincount(np.unique(np.concatenate(topic_links)) % n_links, minlength=n_links)
+        used = np.flatnonzero(counts)
+        yield pa.RecordBatch.from_arrays([pa.array(used.astype(np.int64)), pa.array(counts[used])],
+                                         names=["link", "copies"])
+    return _
+
+
+def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees, subscriptions: DataFrame) -> dict:
+    """Return per-link copies of one event per topic: {'scribe': DataFrame, 'ip': DataFrame}.
+
+    Scribe: every tree edge carries one copy along the shortest router path parent -> child.
+    IP multicast: the union of shortest paths from the root's router to the members' routers
+    carries one copy per link. LAN links (node to its router) are not counted.
+    """
+    sc = trees.edges.sparkSession.sparkContext
+    routers_bc = sc.broadcast((routers.pred, routers.link_index(), len(routers.edges)))
+    sites_bc = sc.broadcast(overlay.ring.prox.site)
+    schema = "link long, copies long"
+    scribe = (trees.edges.select(TOPIC, F.col(DST).alias("a"), F.col(SRC).alias("b"))
+              .mapInArrow(_link_counts_task(routers_bc, sites_bc, False), schema))
+    ip_pairs = (subscriptions.join(trees.roots.withColumnRenamed(NODE, "a"), TOPIC)
+                .select(TOPIC, "a", F.col(NODE).alias("b")).repartition(TOPIC))
+    ip = ip_pairs.mapInArrow(_link_counts_task(routers_bc, sites_bc, True), schema)
+    out = {name: df.groupBy("link").agg(F.sum("copies").alias("copies")).toPandas()
+           for name, df in (("scribe", scribe), ("ip_multicast", ip))}
+    routers_bc.unpersist()
+    sites_bc.unpersist()
+    return out

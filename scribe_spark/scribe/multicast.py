@@ -1,0 +1,197 @@
+"""Experiments scribe_multicast (SPEC S1) and scribe_small_groups (S2).
+
+Scribe trees on a transit-stub network next to IP multicast on the same routers: delay
+penalty (RMD, RAD), node stress, link stress and tree shape.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from scribe_spark import ids, report
+from scribe_spark.cli import Run
+from scribe_spark.config import ScribeParams
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.hops import make_ring, shared_network
+from scribe_spark.scribe import metrics, topics as tp, trees as tr
+from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.session import spark_session
+
+
+def group_sizes(p: ScribeParams) -> np.ndarray:
+    """Return each topic's number of subscribers: fixed, or floor(N r^-e + 0.5) for rank r."""
+    if p.group_size:
+        return np.full(p.topics, p.group_size, dtype=np.int64)
+    r = np.arange(1, p.topics + 1, dtype=np.float64)
+    return np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5).astype(np.int64), p.min_size, p.nodes)
+
+
+def workload(p: ScribeParams, rng: np.random.Generator):
+    """Return (topics, subscription topic array, subscriber array, bogus request arrays)."""
+    names = [f"topic-{r}" for r in range(1, p.topics + 1)]
+    creators = [f"creator-{r % 100}" for r in range(1, p.topics + 1)]
+    topics = tp.create(names, creators, secret=p.seed)
+    sizes = group_sizes(p)
+    sub_topic = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
+    sub_node = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    bogus = int(round(p.bad_credentials * len(sub_topic)))
+    bad_topic = rng.integers(0, p.topics, bogus)
+    bad_node = rng.integers(0, p.nodes, bogus)
+    return topics, sub_topic, sub_node, (bad_topic, bad_node)
+
+
+def gate(spark, topics: tp.Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
+    """Apply the credential check in Spark; return (accepted (topic, node) frame, refused count)."""
+    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64), "acl": topics.cred}))
+    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64), "cred": cred}))
+    checked = req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl")).localCheckpoint()
+    refused = checked.where(~F.col("ok")).count()
+    accepted = checked.where("ok").select(TOPIC, NODE).distinct().localCheckpoint()
+    return accepted, refused
+
+
+def run(p: ScribeParams, run: Run) -> None:
+    """Build all Scribe trees, measure them against IP multicast, write tables and plots."""
+    spark = spark_session(run.name)
+    t = {}
+    t0 = time.time()
+    routers, _ = shared_network(p, p.seed)
+    run.log(f"transit-stub network: {routers.n_routers} routers, {len(routers.edges)} links")
+    ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers)
+    overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed, partitions=p.partitions or None)
+    t["state_build_s"] = time.time() - t0
+    run.log(f"Pastry state for {p.nodes} nodes built ({t['state_build_s']:.1f}s)")
+
+    rng = np.random.default_rng([p.seed, p.nodes, 2])
+    topics, sub_topic, sub_node, (bad_topic, bad_node) = workload(p, rng)
+    req_topic = np.concatenate([sub_topic, bad_topic])
+    req_node = np.concatenate([sub_node, bad_node])
+    creds = [topics.cred[i] for i in sub_topic] + ["forged"] * len(bad_topic)
+    subs, refused_sub = gate(spark, topics, req_topic, req_node, creds)
+    pub_topic = np.concatenate([np.arange(p.topics), bad_topic])
+    pub_creds = list(topics.cred) + ["forged"] * len(bad_topic)
+    published, refused_pub = gate(spark, topics, pub_topic, np.zeros(len(pub_topic)), pub_creds)
+    n_subs = subs.count()
+    run.log(f"{p.topics} topics, {n_subs} subscriptions accepted, {refused_sub} subscribe and "
+            f"{refused_pub} publish requests refused (wrong credentials)")
+
+    t0 = time.time()
+    trees = tr.subscribe(overlay, topics, subs, log=run.log)
+    n_edges = trees.edges.count()
+    t["subscribe_s"] = time.time() - t0
+    run.log(f"trees built: {n_edges} edges in {trees.supersteps} supersteps ({t['subscribe_s']:.1f}s)")
+
+    t0 = time.time()
+    paths = metrics.tree_paths(overlay, trees, log=run.log)
+    live = published.select(TOPIC)  # only accepted publications are disseminated
+    delay = metrics.delay_penalty(overlay, trees, paths.join(live, TOPIC), subs).toPandas().sort_values(TOPIC)
+    stress = metrics.node_stress(trees).toPandas()
+    shape = metrics.tree_shape(trees, paths).toPandas().sort_values(TOPIC)
+    links = metrics.link_stress(overlay, routers, trees, subs.join(live, TOPIC))
+    t["metrics_s"] = time.time() - t0
+    run.log(f"metrics computed ({t['metrics_s']:.1f}s)")
+
+    if p.save_trees:
+        _save_trees(trees, subs, ring, topics, run)
+    _write(p, run, delay, stress, shape, links, len(routers.edges), n_subs, n_edges,
+           {"subscribe_refused": refused_sub, "publish_refused": refused_pub}, t)
+    overlay.unpersist()
+
+
+def _hex(ring, nodes):
+    return ids.to_hex(ring.hi[nodes], ring.lo[nodes])
+
+
+def _save_trees(trees, subs, ring, topics, run: Run) -> None:
+    e = trees.edges.toPandas()
+    s = subs.toPandas()
+    thex = ids.to_hex(topics.hi, topics.lo)
+    pq.write_table(pa.table({"topic": thex[e.topic.to_numpy()], "child": _hex(ring, e.src.to_numpy()),
+                             "parent": _hex(ring, e.dst.to_numpy())}), run.path("trees.parquet"))
+    pq.write_table(pa.table({"topic": thex[s.topic.to_numpy()], "node": _hex(ring, s.node.to_numpy())}),
+                   run.path("subscriptions.parquet"))
+    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), "router": ring.prox.site}),
+                   run.path("nodes.parquet"))
+
+
+def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, refused, t) -> None:
+    n = p.nodes
+    report.write_csv(delay[[TOPIC, "members", "rmd", "rad", "max_scribe", "max_ip", "mean_scribe", "mean_ip"]]
+                     .rename(columns={"max_scribe": "max_delay_scribe_ms", "max_ip": "max_delay_ip_ms",
+                                      "mean_scribe": "mean_delay_scribe_ms", "mean_ip": "mean_delay_ip_ms"}),
+                     run.path("delay.csv"))
+    ns_rows = []
+    for col, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
+        v = stress[col].to_numpy()
+        ns_rows.append({"metric": label, "mean_all_nodes": v.sum() / n, "mean_nonzero": v.mean() if len(v) else 0.0,
+                        "max": int(v.max()) if len(v) else 0, "nodes_nonzero": len(v), "nodes": n})
+    node_stress = pd.DataFrame(ns_rows)
+    report.write_csv(node_stress, run.path("node_stress.csv"))
+    dist = []
+    for col, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
+        vals, cnt = np.unique(stress[col].to_numpy(), return_counts=True)
+        dist.append(pd.DataFrame({"metric": label, "value": np.concatenate([[0], vals]),
+                                  "nodes": np.concatenate([[n - len(stress)], cnt])}))
+    report.write_csv(pd.concat(dist), run.path("node_stress_distribution.csv"))
+    ls_rows, ls_dist = [], []
+    for scheme, df in links.items():
+        c = df.copies.to_numpy()
+        ls_rows.append({"scheme": scheme, "mean": c.mean() if len(c) else 0.0, "max": int(c.max()) if len(c) else 0,
+                        "links_used": len(c), "links_total": n_links, "total_copies": int(c.sum())})
+        vals, cnt = np.unique(c, return_counts=True)
+        ls_dist.append(pd.DataFrame({"scheme": scheme, "copies": vals, "links": cnt}))
+    link_stress = pd.DataFrame(ls_rows)
+    report.write_csv(link_stress, run.path("link_stress.csv"))
+    report.write_csv(pd.concat(ls_dist), run.path("link_stress_distribution.csv"))
+    report.write_csv(shape, run.path("tree_shape.csv"))
+    report.write_csv(pd.DataFrame([{"phase": k, "seconds": round(v, 2)} for k, v in t.items()]), run.path("timings.csv"))
+
+    valid = delay.dropna(subset=["rmd", "rad"])
+    with report.figure(run.path("delay_penalty_cdf.png"), "Delay penalty of Scribe vs IP unicast",
+                       "delay penalty (Scribe / IP)", "cumulative fraction of topics") as ax:
+        for col, label in (("rmd", "RMD (max delay)"), ("rad", "RAD (mean delay)")):
+            v = np.sort(valid[col].to_numpy())
+            ax.step(v, np.arange(1, len(v) + 1) / max(len(v), 1), where="post", label=label)
+    with report.figure(run.path("node_stress.png"), "Children-table entries per node",
+                       "children-table entries", "number of nodes") as ax:
+        v = stress.entries.to_numpy()
+        ax.hist(np.concatenate([v, np.zeros(n - len(v), dtype=v.dtype)]), bins=50, log=True)
+    with report.figure(run.path("link_stress.png"), "Link stress, one event per topic",
+                       "copies of the event on a link", "number of links") as ax:
+        for scheme, df in links.items():
+            c = df.copies.to_numpy()
+            if len(c):
+                bins = np.unique(np.geomspace(1, c.max() + 1, 40).astype(int))
+                ax.hist(c, bins=bins, histtype="step", label=scheme, log=True)
+        ax.set_xscale("log")
+    with report.figure(run.path("tree_depth.png"), "Scribe tree depth", "depth (overlay hops)",
+                       "number of topics") as ax:
+        ax.hist(shape.depth, bins=np.arange(shape.depth.max() + 2) - 0.5)
+
+    headline = pd.DataFrame([
+        {"metric": "RMD median / mean / max", "value": f"{valid.rmd.median():.2f} / {valid.rmd.mean():.2f} / {valid.rmd.max():.2f}"},
+        {"metric": "RAD median / mean / max", "value": f"{valid.rad.median():.2f} / {valid.rad.mean():.2f} / {valid.rad.max():.2f}"},
+        {"metric": "children entries per node: mean (all nodes) / max",
+         "value": f"{node_stress.mean_all_nodes[1]:.2f} / {node_stress['max'][1]}"},
+        {"metric": "topics forwarded per node: mean (all nodes) / max",
+         "value": f"{node_stress.mean_all_nodes[0]:.2f} / {node_stress['max'][0]}"},
+        *[{"metric": f"link stress {r.scheme}: mean / max (links used)",
+           "value": f"{r.mean:.2f} / {r.max} ({r.links_used} of {r.links_total})"} for r in link_stress.itertuples()],
+        {"metric": "tree depth: mean / max", "value": f"{shape.depth.mean():.2f} / {shape.depth.max()}"},
+        {"metric": "root fan-out: mean / max", "value": f"{shape.root_fanout.mean():.2f} / {shape.root_fanout.max()}"},
+        {"metric": "requests refused (wrong credentials): subscribe / publish",
+         "value": f"{refused['subscribe_refused']} / {refused['publish_refused']}"},
+    ])
+    sizes = "group size %d" % p.group_size if p.group_size else f"size of rank r = floor(N r^-{p.size_exponent} + 0.5)"
+    run.path("summary.md").write_text(
+        f"# {run.name}\n\n{n:,} Scribe nodes on a transit-stub network of {p.topology.routers:,} routers, "
+        f"{p.topics:,} topics ({sizes}), {n_subs:,} subscriptions, {n_edges:,} tree edges, seed {p.seed}.\n"
+        "Delays are measured from each topic's root (the publisher sends to the root first); IP multicast is "
+        "the shortest-path tree from the root's router; link stress counts router-to-router links only.\n\n"
+        + report.markdown_table(headline) + "\n\nTimings (s): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in t.items()) + "\n")

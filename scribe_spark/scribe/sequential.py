@@ -1,0 +1,71 @@
+"""A plain sequential Scribe, message by message, to check the bulk-synchronous trees.
+
+It follows the paper's forward/deliver upcalls literally on a collected copy of the
+Pastry state; it is meant for a few hundred subscriptions in tests, not for speed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry.kernels import Ring
+
+
+class SequentialScribe:
+    """Scribe state (children tables, parents, subscribers) of every node, updated one message at a time."""
+
+    def __init__(self, ring: Ring, state: dict[int, tuple[list[int], list[int], list[int]]], topics):
+        self.ring, self.state, self.topics = ring, state, topics
+        self.children: dict[tuple[int, int], set[int]] = {}   # (topic, node) -> children
+        self.parent: dict[tuple[int, int], int] = {}
+        self.subscribed: set[tuple[int, int]] = set()
+        self.roots: dict[int, int] = {}
+
+    def next_hop(self, node: int, topic: int) -> int | None:
+        """Return Pastry's next hop from node towards the topicId, or None when node is the root."""
+        leaf, rt, nbr = self.state[node]
+        arr = lambda xs: (np.asarray(xs, dtype=np.int64), np.array([0, len(xs)], dtype=np.int64))
+        nxt, rule = kernels.route_step(self.ring, self.topics.hi[topic:topic + 1], self.topics.lo[topic:topic + 1],
+                                       np.array([node]), *arr(leaf), *arr(rt), *arr(nbr))
+        return None if rule[0] == kernels.DELIVERED else int(nxt[0])
+
+    def in_tree(self, topic: int, node: int) -> bool:
+        return (topic, node) in self.children or (topic, node) in self.parent or self.roots.get(topic) == node
+
+    def subscribe(self, topic: int, node: int) -> None:
+        """Node subscribes: SUBSCRIBE travels towards the root through forward upcalls."""
+        already = self.in_tree(topic, node)
+        self.subscribed.add((topic, node))
+        self.children.setdefault((topic, node), set())
+        if already:
+            return
+        sender, at = node, self.next_hop(node, topic)
+        if at is None:
+            self.roots[topic] = node
+            return
+        while True:
+            # forward upcall at `at`: add the sender as child; stop if `at` already was in the tree
+            was_in = self.in_tree(topic, at)
+            self.children.setdefault((topic, at), set()).add(sender)
+            self.parent[(topic, sender)] = at
+            if was_in:
+                return
+            nxt = self.next_hop(at, topic)
+            if nxt is None:            # deliver upcall: `at` is the root
+                self.roots[topic] = at
+                return
+            sender, at = at, nxt
+
+    def unsubscribe(self, topic: int, node: int) -> None:
+        """Node leaves; empty non-subscriber forwarders are pruned up the tree."""
+        self.subscribed.discard((topic, node))
+        while (not self.children.get((topic, node)) and (topic, node) not in self.subscribed
+               and (topic, node) in self.parent):
+            p = self.parent.pop((topic, node))
+            self.children.pop((topic, node), None)
+            self.children[(topic, p)].discard(node)
+            node = p
+
+    def edges(self) -> set[tuple[int, int, int]]:
+        """Return the tree edges as (topic, child, parent)."""
+        return {(t, c, p) for (t, c), p in self.parent.items()}

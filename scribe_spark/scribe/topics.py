@@ -1,0 +1,54 @@
+"""Scribe topics: topicId = SHA-1(name || creator), credentials, rendez-vous points."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from scribe_spark import ids
+
+
+def topic_id(name: str, creator: str) -> tuple[int, int]:
+    """Return the 128-bit topicId (hi, lo): the first 128 bits of SHA-1(name || creator)."""
+    digest = hashlib.sha1((name + creator).encode()).digest()
+    return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
+
+
+def credential(name: str, creator: str, secret: int) -> str:
+    """Return the credential that gates create/subscribe/publish on a topic."""
+    return hashlib.sha1(f"{secret}:{name}:{creator}".encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Topics:
+    """A set of created topics: number t has name[t], creator[t], id (hi[t], lo[t]), credential."""
+
+    name: list[str]
+    creator: list[str]
+    hi: np.ndarray
+    lo: np.ndarray
+    cred: list[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.name)
+
+
+def create(names: list[str], creators: list[str], secret: int) -> Topics:
+    """Create topics (the creator's credential becomes the topic's access credential)."""
+    pairs = [topic_id(n, c) for n, c in zip(names, creators)]
+    hi = np.array([p[0] for p in pairs], dtype=np.uint64)
+    lo = np.array([p[1] for p in pairs], dtype=np.uint64)
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("two topics have the same topicId (same name and creator)")
+    return Topics(list(names), list(creators), hi, lo, [credential(n, c, secret) for n, c in zip(names, creators)])
+
+
+def rendezvous(ring, topics: Topics) -> np.ndarray:
+    """Return the root of each topic: the live node numerically closest to its topicId."""
+    j = ids.searchsorted(ring.shi, ring.slo, topics.hi, topics.lo)
+    a = ring.order[j % ring.n]
+    b = ring.order[(j - 1) % ring.n]
+    a_closer = ids.closer(ring.hi[a], ring.lo[a], ring.hi[b], ring.lo[b], topics.hi, topics.lo)
+    return np.where(a_closer, a, b)

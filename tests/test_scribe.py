@@ -1,0 +1,155 @@
+"""Scribe trees: superstep construction against a sequential Scribe, and the metrics."""
+import hashlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scribe_spark import ids, topology
+from scribe_spark.config import ScribeParams
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.scribe import metrics, multicast, topics as tp, trees as tr
+from scribe_spark.scribe.sequential import SequentialScribe
+
+
+@pytest.fixture(scope="module")
+def world(spark):
+    """A 1,500-node overlay on a small transit-stub network with 25 topics of 1..60 subscribers."""
+    rng = np.random.default_rng(21)
+    routers = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4)
+    n = 1500
+    hi, lo = ids.random_ids(n, rng)
+    ring = Ring(hi, lo, 4, 16, 32, topology.on_sites("transit-stub", n, routers.delay, 1.0, rng, False))
+    o = ov.build_overlay(spark, ring, "proximity", seed=2)
+    topics = tp.create([f"t{i}" for i in range(25)], [f"c{i % 4}" for i in range(25)], secret=5)
+    sizes = np.concatenate([[1], rng.integers(2, 60, 24)])
+    sub_t = np.repeat(np.arange(25), sizes)
+    sub_n = np.concatenate([rng.choice(n, s, replace=False) for s in sizes])
+    subs = tr.subscriptions_frame(spark, sub_t, sub_n)
+    trees = tr.subscribe(o, topics, subs, log=lambda m: None)
+    state = {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
+    yield dict(ring=ring, overlay=o, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees,
+               state=state, routers=routers, rng=rng)
+    o.unpersist()
+
+
+def _edges(df):
+    return set(map(tuple, df.toPandas()[["topic", "src", "dst"]].itertuples(index=False)))
+
+
+def test_topic_id_is_sha1_of_name_and_creator():
+    hi, lo = tp.topic_id("news", "alice")
+    d = hashlib.sha1(b"newsalice").digest()
+    assert (hi << 64 | lo) == int.from_bytes(d[:16], "big")
+
+
+def test_superstep_trees_equal_sequential_scribe(world):
+    seq = SequentialScribe(world["ring"], world["state"], world["topics"])
+    for i in world["rng"].permutation(len(world["sub_t"])):   # any order gives the same trees
+        seq.subscribe(int(world["sub_t"][i]), int(world["sub_n"][i]))
+    assert _edges(world["trees"].edges) == seq.edges()
+    roots = dict(map(tuple, world["trees"].roots.toPandas()[["topic", "node"]].itertuples(index=False)))
+    assert roots == seq.roots
+
+
+def test_roots_are_numerically_closest_and_trees_are_acyclic(world):
+    ring, topics = world["ring"], world["topics"]
+    roots = world["trees"].roots.toPandas().set_index("topic").node
+    ints = [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
+    M = 1 << 128
+    for t in range(topics.n):
+        key = (int(topics.hi[t]) << 64) | int(topics.lo[t])
+        best = min(range(ring.n), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
+        assert roots[t] == best
+    parent = {(t, c): p for t, c, p in _edges(world["trees"].edges)}
+    assert len(parent) == len(_edges(world["trees"].edges))  # one parent per (topic, child)
+    for t, s in zip(world["sub_t"], world["sub_n"]):
+        node, seen = int(s), set()
+        while (t, node) in parent:       # every subscriber reaches its root without a cycle
+            assert node not in seen
+            seen.add(node)
+            node = parent[(t, node)]
+        assert node == roots[t]
+
+
+def test_unsubscribe_prunes_like_sequential_scribe(world, spark):
+    seq = SequentialScribe(world["ring"], world["state"], world["topics"])
+    for t, s in zip(world["sub_t"], world["sub_n"]):
+        seq.subscribe(int(t), int(s))
+    leave = world["rng"].choice(len(world["sub_t"]), len(world["sub_t"]) // 3, replace=False)
+    for i in leave:
+        seq.unsubscribe(int(world["sub_t"][i]), int(world["sub_n"][i]))
+    leaving = tr.subscriptions_frame(spark, world["sub_t"][leave], world["sub_n"][leave])
+    after = tr.unsubscribe(world["trees"], world["subs"], leaving, log=lambda m: None)
+    assert _edges(after.edges) == seq.edges()
+    assert len(seq.edges()) < len(_edges(world["trees"].edges))
+
+
+def test_delays_depths_and_stress_against_direct_computation(world):
+    o, ring, trees = world["overlay"], world["ring"], world["trees"]
+    paths = metrics.tree_paths(o, trees, log=lambda m: None).toPandas()
+    edges = trees.edges.toPandas()
+    parent = {(t, c): p for t, c, p in edges[["topic", "src", "dst"]].itertuples(index=False)}
+    roots = trees.roots.toPandas().set_index("topic").node
+    for t, node, delay, depth in paths[["topic", "node", "delay", "depth"]].itertuples(index=False):
+        d, k, x = 0.0, 0, node
+        while (t, x) in parent:
+            d += ring.prox.dist(np.array([x]), np.array([parent[(t, x)]]))[0]
+            x, k = parent[(t, x)], k + 1
+        assert x == roots[t] and depth == k and delay == pytest.approx(d)
+    delay = metrics.delay_penalty(o, trees, metrics.tree_paths(o, trees, log=lambda m: None),
+                                  world["subs"]).toPandas().set_index("topic")
+    assert (delay.rmd.dropna() >= 1.0 - 1e-9).all()   # a tree path is never shorter than the direct path
+    stress = metrics.node_stress(trees).toPandas().set_index("node")
+    counts = edges.groupby("dst").size()
+    assert (stress.entries.sort_index() == counts.sort_index()).all()
+
+
+def test_link_stress_against_per_edge_walk(world):
+    o, trees, routers = world["overlay"], world["trees"], world["routers"]
+    out = metrics.link_stress(o, routers, trees, world["subs"])
+    site = world["ring"].prox.site
+    li = routers.link_index()
+    edges = trees.edges.toPandas()
+    want = np.zeros(len(routers.edges), dtype=np.int64)
+    for child, parent in edges[["src", "dst"]].itertuples(index=False):   # one path at a time
+        a, v = site[parent], site[child]
+        while v != a:
+            p = routers.pred[a, v]
+            want[li[p, v] - 1] += 1
+            v = p
+    got = np.zeros_like(want)
+    got[out["scribe"].link.to_numpy()] = out["scribe"].copies.to_numpy()
+    assert (got == want).all()
+    # IP multicast: each topic's shortest-path tree uses a link at most once
+    roots = trees.roots.toPandas().set_index("topic").node
+    ip = np.zeros_like(want)
+    for t in range(world["topics"].n):
+        used = set()
+        for s in world["sub_n"][world["sub_t"] == t]:
+            a, v = site[roots[t]], site[s]
+            while v != a:
+                p = routers.pred[a, v]
+                used.add(li[p, v] - 1)
+                v = p
+        for link in used:
+            ip[link] += 1
+    got_ip = np.zeros_like(ip)
+    got_ip[out["ip_multicast"].link.to_numpy()] = out["ip_multicast"].copies.to_numpy()
+    assert (got_ip == ip).all()
+
+
+def test_wrong_credentials_are_refused_and_counted(spark):
+    topics = tp.create(["a", "b"], ["x", "y"], secret=1)
+    accepted, refused = multicast.gate(spark, topics, np.array([0, 1, 1, 0]), np.array([5, 6, 7, 8]),
+                                       [topics.cred[0], topics.cred[1], "forged", topics.cred[1]])
+    assert refused == 2
+    assert sorted(map(tuple, accepted.toPandas()[["topic", "node"]].itertuples(index=False))) == [(0, 5), (1, 6)]
+
+
+def test_group_sizes_follow_the_rank_formula():
+    p = ScribeParams(nodes=100_000, topics=1500)
+    s = multicast.group_sizes(p)
+    assert s[0] == 100_000 and s[1] == int(100_000 * 2 ** -1.25 + 0.5) and s[-1] == 11
+    assert (multicast.group_sizes(ScribeParams(nodes=50, topics=7, group_size=11)) == 11).all()
