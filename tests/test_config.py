@@ -86,3 +86,20 @@ def test_resolved_params_are_valid_toml():
     text = config.to_toml(PastryHopsParams())
     data = tomllib.loads(text)
     assert data["nodes"] == list(PastryHopsParams().nodes) and data["topology"]["transit_domains"] == 10
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["topics=0"], "topics"), (["group_size=20", "nodes=10"], "group_size"), (["nodes=1"], "nodes"),
+    (["min_size=0"], "min_size"), (["bad_credentials=2.0"], "bad_credentials"), (["b=5"], "b"),
+])
+def test_bad_scribe_workloads_name_the_key(overrides, key):
+    from scribe_spark.config import ScribeParams
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        config.load(ScribeParams, ROOT / "conf" / "scribe_multicast.toml", overrides)
+
+
+def test_every_shipped_config_loads():
+    from scribe_spark.config import ScribeParams
+    for f in sorted((ROOT / "conf").rglob("*.toml")):
+        cls = PastryHopsParams if f.stem == "pastry_hops" else ScribeParams
+        assert config.load(cls, f) is not None, f

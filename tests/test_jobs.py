@@ -63,3 +63,45 @@ def test_same_seed_gives_identical_tables(spark, tmp_path):
     for table in ("hops.csv", "hop_distribution.csv", "distance.csv"):
         a = (tmp_path / "a" / "pastry_hops" / table).read_text()
         assert a == (tmp_path / "b" / "pastry_hops" / table).read_text()
+
+
+@pytest.mark.slow
+def test_scribe_multicast_trees_check_out_from_parquet_alone(spark, tmp_path):
+    from scribe_spark.config import ScribeParams
+    from scribe_spark.scribe.multicast import run as scribe_multicast
+    sets = ["--set", "nodes=800", "--set", "topics=30", "--set", "save_trees=true", "--set", "bad_credentials=0.01",
+            "--set", "topology.transit_domains=3", "--set", "topology.stubs_per_transit_router=3"]
+    assert cli.main("scribe_multicast", ScribeParams, scribe_multicast,
+                    ["--conf", str(ROOT / "conf/quick/scribe_multicast.toml"), "--out", str(tmp_path)] + sets) == 0
+    folder = tmp_path / "scribe_multicast"
+    for name in ("delay.csv", "node_stress.csv", "link_stress.csv", "tree_shape.csv", "summary.md",
+                 "delay_penalty_cdf.png", "node_stress.png", "link_stress.png", "tree_depth.png"):
+        assert (folder / name).stat().st_size > 0, name
+    trees = pq.read_table(folder / "trees.parquet").to_pandas()
+    subs = pq.read_table(folder / "subscriptions.parquet").to_pandas()
+    nodes = pq.read_table(folder / "nodes.parquet").to_pandas()
+    ints = [int(h, 16) for h in nodes.id]
+    assert subs.groupby("topic").size().iloc[0] == 800 and subs.topic.nunique() == 30
+    parent = {}
+    for t, c, p in trees[["topic", "child", "parent"]].itertuples(index=False):
+        assert (t, c) not in parent   # one parent per node and topic
+        parent[(t, c)] = p
+    for topic, group in subs.groupby("topic"):
+        key = int(topic, 16)
+        closest = min(ints, key=lambda x: (min((x - key) % M, (key - x) % M), x))
+        ends = set()
+        for node in group.node:
+            seen = set()
+            while (topic, node) in parent:
+                assert node not in seen   # no cycles
+                seen.add(node)
+                node = parent[(topic, node)]
+            ends.add(node)
+        assert ends == {f"{closest:032x}"}   # one root per topic: the node closest to the topicId
+    delay = pd.read_csv(folder / "delay.csv")
+    assert len(delay) == 30 and (delay.rmd.dropna() >= 1.0 - 1e-9).all()
+    ls = pd.read_csv(folder / "link_stress.csv").set_index("scheme")
+    assert ls.loc["ip_multicast", "max"] <= 30   # at most one copy per topic on any link
+    forged = round(0.01 * len(subs))   # every forged request is refused and counted, none applied
+    assert f"| requests refused (wrong credentials): subscribe / publish | {forged} / {forged} |" in \
+        (folder / "summary.md").read_text()
