@@ -100,6 +100,7 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(spark, tmp_path):
         assert ends == {f"{closest:032x}"}   # one root per topic: the node closest to the topicId
     delay = pd.read_csv(folder / "delay.csv")
     assert len(delay) == 30 and (delay.rmd.dropna() >= 1.0 - 1e-9).all()
+    assert (delay.publisher_to_root_ms >= 0).all() and delay.publisher_to_root_hops.max() <= 4
     ls = pd.read_csv(folder / "link_stress.csv").set_index("scheme")
     assert ls.loc["ip_multicast", "max"] <= 30   # at most one copy per topic on any link
     forged = round(0.01 * len(subs))   # every forged request is refused and counted, none applied

@@ -19,6 +19,11 @@ def _ring(n, b=4, model="plane", seed=1, leaf=16, nbr=32):
         prox = topology.plane(n, rng)
     elif model == "sphere":
         prox = topology.sphere(n, rng)
+    elif model == "matrix":   # a latency file: symmetric random delays, one node per row
+        m = rng.uniform(1.0, 100.0, size=(n, n)).astype(np.float32)
+        m = np.minimum(m, m.T)
+        np.fill_diagonal(m, 0.0)
+        prox = topology.on_sites("matrix", n, m, 0.0, rng, distinct=True)
     else:
         ts = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4)
         prox = topology.on_sites("transit-stub", n, ts.delay, topology.LAN_DELAY_MS, rng, distinct=False)
@@ -47,7 +52,8 @@ def _state(overlay):
 
 
 @pytest.mark.parametrize("n, b, model", [(1500, 4, "plane"), (700, 2, "sphere"), (600, 1, "transit-stub"),
-                                         (400, 8, "plane"), (12, 4, "plane")])
+                                         (400, 8, "plane"), (12, 4, "plane"),
+                                         (500, 4, "matrix")])
 def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, model):
     ring = _ring(n, b, model, seed=n)
     o = ov.build_overlay(spark, ring, "proximity", seed=3)
