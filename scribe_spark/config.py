@@ -5,7 +5,6 @@ the reason; jobs turn it into a non-zero exit before Spark starts or anything is
 """
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -207,11 +206,6 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {v!r} as TOML")
-
-
-def as_dict(params: Any) -> dict:
-    """Return the parameters as a plain dict."""
-    return dataclasses.asdict(params)
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,6 @@ def from_hex(hexes) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-def to_int(hi, lo) -> int:
-    """Return one id as a Python int (for brute-force checks)."""
-    return (int(hi) << 64) | int(lo)
-
-
 def sub(ahi, alo, bhi, blo):
     """Return (a - b) mod 2^128, i.e. the clockwise distance from b to a."""
     with np.errstate(over="ignore"):

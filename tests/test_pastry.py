@@ -1,5 +1,4 @@
 """Pastry state and superstep routing, each checked against an independent brute force."""
-import bisect
 import math
 
 import numpy as np

@@ -2,7 +2,6 @@
 import hashlib
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from scribe_spark import ids, topology

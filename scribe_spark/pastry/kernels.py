@@ -265,7 +265,6 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     b, cols, L = ring.b, 1 << ring.b, ring.leaf_set
     at = np.asarray(at, dtype=np.int64)
     ahi, alo = ring.hi[at], ring.lo[at]
-    n = len(at)
     leaf = _ragged(leaf_vals, leaf_offs, max(L, 1), at)
     leaf_len = np.diff(leaf_offs)
     full = leaf_len >= L

@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark import ids
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 
@@ -146,15 +145,19 @@ def _route_batch(ring: Ring, col: dict) -> tuple[np.ndarray, np.ndarray, np.ndar
     return at, nxt, rule
 
 
+def _columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
+    """Yield each non-empty Arrow batch as a {name: column} dict."""
+    for batch in batches:
+        if batch.num_rows:
+            yield {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+
+
 def _step_task(ring_bc: Broadcast) -> Callable:
     out_schema = _arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+        for col in _columns(batches):
             at, nxt, rule = _route_batch(ring, col)
             done = rule == kernels.DELIVERED
             src = col[SRC].to_numpy().astype(np.int64)
@@ -183,10 +186,7 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+        for col in _columns(batches):
             _, nxt, rule = _route_batch(ring, col)
             yield pa.RecordBatch.from_arrays([col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)],
                                              schema=out_schema)
@@ -250,8 +250,3 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         "rare": pa.array(np.zeros(count, dtype=np.int32)),
     })
     return spark.createDataFrame(table.to_pandas(), MESSAGE_SCHEMA)
-
-
-def hex_ids(ring: Ring, nodes: np.ndarray) -> np.ndarray:
-    """Return 32-char hex Pastry ids of node numbers."""
-    return ids.to_hex(ring.hi[nodes], ring.lo[nodes])
