@@ -239,3 +239,26 @@ class ScribeParams:
         _validate_pastry(self)
         _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
         self.topology.validate("topology.")
+
+
+@dataclass(frozen=True)
+class TnoSizeParams:
+    """SPEC T1: TNO timestamp size vs subscriptions."""
+
+    clients: int = 10_000
+    topics: int = 1000
+    topics_per_client: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200)
+    popularity: tuple[str, ...] = ("skewed", "spread")
+    causal: bool = False
+    seed: int = 1
+
+    def validate(self) -> None:
+        _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
+        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
+        _require(len(self.topics_per_client) > 0, "topics_per_client", "must list at least one value",
+                 list(self.topics_per_client))
+        for k in self.topics_per_client:
+            _require(1 <= k <= self.topics, "topics_per_client", f"every value must be in 1..topics ({self.topics})", k)
+        _require(len(self.popularity) > 0, "popularity", "must list at least one model", list(self.popularity))
+        for m in self.popularity:
+            _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)

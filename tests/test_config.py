@@ -99,7 +99,18 @@ def test_bad_scribe_workloads_name_the_key(overrides, key):
 
 
 def test_every_shipped_config_loads():
-    from scribe_spark.config import ScribeParams
+    from scribe_spark.config import ScribeParams, TnoSizeParams
+    classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
+               "tno_timestamp_size": TnoSizeParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
-        cls = PastryHopsParams if f.stem == "pastry_hops" else ScribeParams
-        assert config.load(cls, f) is not None, f
+        assert config.load(classes[f.stem], f) is not None, f
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["topics_per_client=[0]"], "topics_per_client"), (["topics_per_client=[2000]"], "topics_per_client"),
+    (["popularity=[\"flat\"]"], "popularity"), (["clients=0"], "clients"),
+])
+def test_bad_tno_parameters_name_the_key(overrides, key):
+    from scribe_spark.config import TnoSizeParams
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        config.load(TnoSizeParams, ROOT / "conf" / "tno_timestamp_size.toml", overrides)

@@ -1,0 +1,1 @@
+"""TNO: total notification order over topics (sequencing groups, sequencer, ordering layer)."""
