@@ -98,3 +98,29 @@ def sequencing_groups_scipy(subscriber: np.ndarray, topic: np.ndarray, n_topics:
     c.eliminate_zeros()
     present = np.asarray(a.sum(axis=0)).ravel() > 0
     return np.where(present, 1 + np.asarray((c >= need).sum(axis=1)).ravel(), 0)
+
+
+def local_groups(subscriptions: dict[int, set[int]], causal: bool = False) -> dict[int, set[int]]:
+    """Return SG_T for every subscribed topic, computed in one process (small inputs, simulations)."""
+    rows = [(s, t) for s, ts in subscriptions.items() for t in ts]
+    sub = np.array([r[0] for r in rows], dtype=np.int64)
+    top = np.array([r[1] for r in rows], dtype=np.int64)
+    _, row = np.unique(sub, return_inverse=True)
+    n_topics = int(top.max()) + 1
+    a = sparse.csr_matrix((np.ones(len(row), dtype=np.int32), (row, top)), shape=(row.max() + 1, n_topics))
+    a.data[:] = 1
+    c = (a.T @ a).tocoo()
+    need = 1 if causal else 2
+    out = {int(t): {int(t)} for t in np.unique(top)}
+    for i, j, v in zip(c.row, c.col, c.data):
+        if i != j and v >= need:
+            out[int(i)].add(int(j))
+    return out
+
+
+def collect_groups(groups_df: DataFrame) -> dict[int, set[int]]:
+    """Return a sequencing-groups frame as {topic: set of members}."""
+    out: dict[int, set[int]] = {}
+    for r in groups_df.collect():
+        out.setdefault(int(r[TOPIC]), set()).add(int(r[MEMBER]))
+    return out

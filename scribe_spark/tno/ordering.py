@@ -1,0 +1,203 @@
+"""The subscriber-side TNO ordering layer, and the explicit pairwise-order checker.
+
+An event (or a dummy from a subscription change) carries a timestamp {topic: counter} and
+its own topics (the topics whose counter it took). A subscriber keeps sub_LC per subscribed
+topic and notifies an event when, for each own topic it subscribes to, the counter is
+sub_LC + 1 and, for every other topic it shares with the subscription, the counter equals
+sub_LC; other events wait in a buffer. In the unreliable mode the buffer holds at most
+`buffer_size` events and each waits at most `ttl`; releasing past a gap tags it out of order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Event:
+    eid: int
+    ts: tuple                 # sorted (topic, counter) pairs
+    own: frozenset            # topics whose counter this event took
+    dummy: bool = False
+
+    def tsd(self) -> dict[int, int]:
+        return dict(self.ts)
+
+
+@dataclass
+class Subscriber:
+    """One client's ordering layer; `ordered=False` notifies in arrival order (no TNO layer)."""
+
+    sid: int
+    topics: set
+    ordered: bool = True
+    buffer_size: int | None = None
+    ttl: float | None = None
+    sub_lc: dict = field(default_factory=dict)
+    waiting: dict = field(default_factory=dict)        # eid -> (event, arrival time)
+    log: list = field(default_factory=list)            # notified real events: (eid, time, out_of_order)
+    seen: set = field(default_factory=set)
+    since: dict = field(default_factory=dict)          # topic -> counter of the subscription's own slot
+    buffering: bool = False                            # waiting for its subscription timestamp
+
+    def __post_init__(self):
+        for t in self.topics:
+            self.sub_lc.setdefault(t, 0)
+
+    # -- arrivals -------------------------------------------------------------------------
+    def receive(self, ev: Event, now: float) -> None:
+        if ev.eid in self.seen or not (ev.own & self.topics):
+            return
+        self.seen.add(ev.eid)
+        if not self.ordered:
+            if not ev.dummy:
+                self.log.append((ev.eid, now, False))
+            return
+        if self._older(ev):
+            return
+        self.waiting[ev.eid] = (ev, now)
+        if not self.buffering:
+            self.flush(now)
+
+    def _older(self, ev: Event) -> bool:
+        """An event from before this subscriber's subscription to its topic (or the subscription's
+        own slot, i.e. its own dummy): discard."""
+        d = ev.tsd()
+        return any(t in self.since and d[t] <= self.since[t] for t in ev.own & self.topics)
+
+    def _ready(self, ev: Event) -> bool:
+        d = ev.tsd()
+        mine = ev.own & self.topics
+        if any(d[t] != self.sub_lc[t] + 1 for t in mine):
+            return False
+        # a counter from before this subscriber's subscription to t puts no constraint on it
+        return all(d[t] == self.sub_lc[t] for t in self.topics & d.keys() - mine
+                   if not (t in self.since and d[t] < self.since[t]))
+
+    def _notify(self, ev: Event, now: float, out_of_order: bool) -> None:
+        d = ev.tsd()
+        for t in self.topics & d.keys():
+            if t in ev.own:
+                self.sub_lc[t] = max(self.sub_lc[t], d[t])
+        if not ev.dummy:
+            self.log.append((ev.eid, now, out_of_order))
+
+    def flush(self, now: float) -> None:
+        """Notify every buffered event whose predecessors have been notified."""
+        progress = True
+        while progress and self.waiting:
+            progress = False
+            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
+                ev, _ = self.waiting[eid]
+                if self._ready(ev):
+                    del self.waiting[eid]
+                    self._notify(ev, now, False)
+                    progress = True
+                    break
+        self._force_release(now)
+
+    # -- unreliable mode --------------------------------------------------------------------
+    def _force_release(self, now: float) -> None:
+        """Release past a gap when the TTL expired or the buffer is full (head first)."""
+        if self.ttl is None and self.buffer_size is None:
+            return
+        while self.waiting:
+            head_id = min(self.waiting, key=lambda e: self.waiting[e][1])   # oldest arrival
+            ev, arrived = self.waiting[head_id]
+            expired = self.ttl is not None and now - arrived >= self.ttl
+            full = self.buffer_size is not None and len(self.waiting) > self.buffer_size
+            if not (expired or full):
+                return
+            del self.waiting[head_id]
+            self._notify(ev, now, True)
+            self.flush_ready_only(now)
+
+    def flush_ready_only(self, now: float) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
+                ev, _ = self.waiting[eid]
+                if self._ready(ev):
+                    del self.waiting[eid]
+                    self._notify(ev, now, False)
+                    progress = True
+                    break
+
+    # -- subscription changes ----------------------------------------------------------------
+    def start_subscription(self, new_topics: set) -> None:
+        """Subscribe with the ENS to new topics and buffer until the subscription timestamp returns."""
+        self.topics |= new_topics
+        for t in new_topics:
+            self.sub_lc.setdefault(t, 0)
+        self.buffering = True
+
+    def finish_subscription(self, sub_ts: dict, now: float) -> None:
+        """Set sub_LC from the subscription timestamp, drop older buffered events, flush."""
+        for t, c in sub_ts.items():
+            if t in self.topics:
+                self.sub_lc[t] = c
+                self.since[t] = c
+        for eid in [e for e, (ev, _) in self.waiting.items() if self._older(ev)]:
+            del self.waiting[eid]
+        self.buffering = False
+        self.flush(now)
+
+    def unsubscribe(self, topics: set) -> None:
+        """Stop notifying events of these topics at once."""
+        self.topics -= topics
+        for t in topics:
+            self.sub_lc.pop(t, None)
+        for eid in [e for e, (ev, _) in self.waiting.items() if not (ev.own & self.topics)]:
+            del self.waiting[eid]
+
+
+@dataclass
+class CheckResult:
+    subscriber_pairs: int
+    violating_pairs: int          # subscriber pairs that saw two common events in different orders
+    inverted_event_pairs: int     # summed over subscriber pairs
+    undelivered: int              # events a subscriber received but never notified (buffered at the end)
+
+    @property
+    def tno_holds(self) -> bool:
+        return self.violating_pairs == 0
+
+
+def _inversions(seq: np.ndarray) -> int:
+    """Count pairs i < j with seq[i] > seq[j] (merge sort)."""
+    def sort(a):
+        if len(a) <= 1:
+            return a, 0
+        m = len(a) // 2
+        left, x = sort(a[:m])
+        right, y = sort(a[m:])
+        merged, inv, i, j = [], x + y, 0, 0
+        while i < len(left) and j < len(right):
+            if left[i] <= right[j]:
+                merged.append(left[i]); i += 1
+            else:
+                merged.append(right[j]); j += 1
+                inv += len(left) - i
+        merged += left[i:] + right[j:]
+        return merged, inv
+    return sort(list(seq))[1]
+
+
+def check_tno(logs: dict[int, list[int]], undelivered: int = 0) -> CheckResult:
+    """Compare every pair of subscribers' notification logs on the events both were notified of."""
+    pos = {s: {e: i for i, e in enumerate(log)} for s, log in logs.items()}
+    pairs = violating = inverted = 0
+    for a, b in combinations(sorted(logs), 2):
+        pairs += 1
+        pa, pb = pos[a], pos[b]
+        common = [e for e in logs[a] if e in pb]          # in a's order
+        if len(common) < 2:
+            continue
+        seq = np.fromiter((pb[e] for e in common), dtype=np.int64, count=len(common))
+        if (np.diff(seq) < 0).any():
+            violating += 1
+            inverted += _inversions(seq)
+    return CheckResult(pairs, violating, inverted, undelivered)

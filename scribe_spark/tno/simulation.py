@@ -1,0 +1,236 @@
+"""Discrete-event simulation of TNO: publishers, the multistage sequencer, the ENS, subscribers.
+
+Time is in milliseconds. Sequencer messages travel between clients and servers over
+"short" (same region, 10 ± 2 ms) or "long" (other region, 100 ± 10 ms) links, FIFO per
+link; each TM serves one message at a time (`service_ms`). The ENS is a function giving,
+for an event published by a client on a topic, each receiving subscriber's delay.
+
+Chains are delivered to TMs in causal order: when a chain passes TM_X it is announced to
+every later TM of its chain, and TM_Y admits a chain only after all chains that passed a
+common earlier TM before it. Per-link FIFO alone is not enough: two chains leaving TM_X in
+one order can reach TM_Y in the other along different paths (X -> Y directly vs X -> Z -> Y),
+and the resulting timestamps form a cycle that no subscriber can notify (found by the
+property test; `causal=False` reproduces it).
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from scribe_spark.tno.ordering import Event, Subscriber
+from scribe_spark.tno.sequencer import Sequencer
+
+SHORT_MS, SHORT_SD, LONG_MS, LONG_SD = 10.0, 2.0, 100.0, 10.0
+
+
+@dataclass
+class Placement:
+    """Where TMs and clients are: TM of topic t on server server_of[t]; regions decide link length."""
+
+    server_of: dict
+    server_region: list
+    client_region: dict
+
+    def delay(self, region_a: int, region_b: int, rng: np.random.Generator) -> float:
+        if region_a == region_b:
+            return max(0.1, rng.normal(SHORT_MS, SHORT_SD))
+        return max(1.0, rng.normal(LONG_MS, LONG_SD))
+
+
+def contiguous_placement(topics: list[int], servers: int, clients: list[int], regions: int,
+                         rng: np.random.Generator) -> Placement:
+    """TMs in contiguous topic ranges over `servers` servers; servers and clients spread over regions."""
+    per = int(np.ceil(len(topics) / servers))
+    server_of = {t: i // per for i, t in enumerate(sorted(topics))}
+    return Placement(server_of, [s % regions for s in range(servers)],
+                     {c: int(rng.integers(regions)) for c in clients})
+
+
+@dataclass
+class Stats:
+    latency: list = field(default_factory=list)          # timestamp latency per event (ms)
+    completed_at: list = field(default_factory=list)
+    bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
+    messages: int = 0
+    lost: int = 0
+
+
+class Simulation:
+    """One run: schedule publications and subscription changes, then `run()`."""
+
+    def __init__(self, seq: Sequencer, placement: Placement, subscribers: dict[int, Subscriber],
+                 ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0,
+                 causal: bool = True):
+        self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
+        self.service_ms, self.loss, self.causal = service_ms, loss, causal
+        self.expect: dict = {}      # (X, Y) -> chain ids that passed TM_X and will visit TM_Y, in order
+        self.held: dict = {}        # Y -> chains arrived at TM_Y but not yet admissible
+        self.next_cid = 0
+        self.heap: list = []
+        self.n = 0
+        self.tm_free: dict = {}
+        self.link_last: dict = {}
+        self.stats = Stats()
+        self.next_eid = 0
+        self.members: dict[int, set] = {}
+        for sid, s in subscribers.items():
+            for t in s.topics:
+                self.members.setdefault(t, set()).add(sid)
+
+    # -- engine --------------------------------------------------------------------------------
+    def at(self, t: float, fn: Callable, *args) -> None:
+        self.n += 1
+        heapq.heappush(self.heap, (t, self.n, fn, args))
+
+    def run(self, until: float = float("inf")) -> None:
+        while self.heap and self.heap[0][0] <= until:
+            t, _, fn, args = heapq.heappop(self.heap)
+            fn(t, *args)
+
+    def _send(self, t: float, src: tuple, dst: tuple, size: int) -> float:
+        """Arrival time of a message on the FIFO link src -> dst (('c', id) or ('s', id))."""
+        ra = self.place.client_region[src[1]] if src[0] == "c" else self.place.server_region[src[1]]
+        rb = self.place.client_region[dst[1]] if dst[0] == "c" else self.place.server_region[dst[1]]
+        if src == dst:
+            arrive = t
+        else:
+            arrive = t + self.place.delay(ra, rb, self.rng)
+            if src[0] == "s" and dst[0] == "s":
+                self.stats.bytes_out[src[1]] = self.stats.bytes_out.get(src[1], 0) + size
+        arrive = max(arrive, self.link_last.get((src, dst), -1.0) + 1e-6)
+        self.link_last[(src, dst)] = arrive
+        self.stats.messages += 1
+        return arrive
+
+    def _size(self, topic_or_topics) -> int:
+        topics = topic_or_topics if isinstance(topic_or_topics, (set, frozenset)) else {topic_or_topics}
+        entries = len(set().union(*(self.seq.groups[t] for t in topics)))
+        return 24 + 12 * entries    # header + (4-byte topic, 8-byte counter) per entry
+
+    # -- publications ---------------------------------------------------------------------------
+    def publish(self, t: float, client: int, topic: int) -> None:
+        """Client asks the sequencer for a timestamp, then publishes event+timestamp on the ENS."""
+        eid = self.next_eid
+        self.next_eid += 1
+        chain = self.seq.chain(topic)
+        meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]),
+                    cid=self._cid())
+        first = ("s", self.place.server_of[chain[0]])
+        self.at(self._send(t, ("c", client), first, self._size(topic)), self._tm_arrive, chain, 0, {}, meta)
+
+    def subscribe(self, t: float, client: int, topics: set) -> None:
+        """Client adds topics: ENS subscription and buffering now, subscription timestamp via the TMs."""
+        topics = set(topics) - self.subs[client].topics
+        if not topics:
+            return
+        self.subs[client].start_subscription(topics)
+        for u in topics:
+            self.members.setdefault(u, set()).add(client)
+        chain = self.seq.subscription_chain(topics)
+        meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics),
+                    cid=self._cid())
+        first = ("s", self.place.server_of[chain[0]])
+        self.at(self._send(t, ("c", client), first, self._size(topics)), self._tm_arrive, chain, 0, {}, meta)
+
+    def unsubscribe(self, t: float, client: int, topics: set) -> None:
+        """Stop notifying at once; the ENS stops delivering (TMs' clocks are not changed)."""
+        self.subs[client].unsubscribe(set(topics))
+        for u in topics:
+            self.members.get(u, set()).discard(client)
+
+    def _cid(self) -> int:
+        self.next_cid += 1
+        return self.next_cid
+
+    def _admissible(self, chain: list, i: int, cid: int) -> bool:
+        return all(self.expect[(x, chain[i])][0] == cid for x in chain[:i])
+
+    def _tm_arrive(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
+        if self.causal and not self._admissible(chain, i, meta["cid"]):
+            self.held.setdefault(chain[i], []).append((chain, i, ts, meta))
+            return
+        self._admit(t, chain, i, ts, meta)
+
+    def _admit(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
+        tm = chain[i]
+        if self.causal:
+            for x in chain[:i]:
+                self.expect[(x, tm)].popleft()
+        start = max(t, self.tm_free.get(tm, 0.0))
+        done = start + self.service_ms
+        self.tm_free[tm] = done
+        self.at(done, self._tm_process, chain, i, ts, meta)
+        if self.causal and self.held.get(tm):
+            for item in list(self.held[tm]):
+                c, j, ts2, meta2 = item
+                if item in self.held[tm] and self._admissible(c, j, meta2["cid"]):
+                    self.held[tm].remove(item)
+                    self._admit(t, c, j, ts2, meta2)
+
+    def _tm_process(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
+        if self.causal:
+            for y in chain[i + 1:]:
+                self.expect.setdefault((chain[i], y), deque()).append(meta["cid"])
+        tm = self.seq.tm[chain[i]]
+        if meta["kind"] == "subscription":
+            (tm.stamp_subscription if chain[i] in meta["own"] else tm.stamp_pass)(ts)
+        elif i == 0:
+            tm.stamp_first(ts)
+        else:
+            tm.stamp_pass(ts)
+        here = ("s", self.place.server_of[chain[i]])
+        size = self._size(meta["own"])
+        if i + 1 < len(chain):
+            nxt = ("s", self.place.server_of[chain[i + 1]])
+            self.at(self._send(t, here, nxt, size), self._tm_arrive, chain, i + 1, ts, meta)
+        else:
+            self.at(self._send(t, here, ("c", meta["client"]), size), self._returned, dict(ts), meta)
+
+    def _returned(self, t: float, ts: dict, meta: dict) -> None:
+        self.stats.latency.append(t - meta["start"])
+        self.stats.completed_at.append(t)
+        client = meta["client"]
+        if meta["kind"] == "subscription":
+            self.subs[client].finish_subscription(ts, t)
+            eid = -1 - len(self.stats.latency)   # dummies get negative ids
+            ev = Event(eid, tuple(sorted(ts.items())), meta["own"], dummy=True)
+            for topic in meta["own"]:
+                self._disseminate(t, client, topic, ev)
+        else:
+            ev = Event(meta["eid"], tuple(sorted(ts.items())), meta["own"])
+            self._disseminate(t, client, meta["topic"], ev)
+
+    def _disseminate(self, t: float, client: int, topic: int, ev: Event) -> None:
+        if self.ens is None:
+            return
+        receivers = sorted(self.members.get(topic, ()))
+        delays = self.ens(client, topic, receivers, self.rng)
+        for sid, d in zip(receivers, delays):
+            if self.loss and self.rng.random() < self.loss:
+                self.stats.lost += 1
+                continue
+            self.at(t + d, self._deliver, sid, ev)
+
+    def _deliver(self, t: float, sid: int, ev: Event) -> None:
+        s = self.subs[sid]
+        if ev.own & s.topics:
+            s.receive(ev, t)
+
+    def tick(self, t: float, every: float, until: float) -> None:
+        """Periodic TTL check for the unreliable mode."""
+        for s in self.subs.values():
+            if s.waiting and not s.buffering:
+                s.flush(t)
+        if t + every <= until:
+            self.at(t + every, self.tick, every, until)
+
+
+def random_ens(mean_ms: float) -> Callable:
+    """An ENS with independent exponential delays per delivery (reorders freely)."""
+    def ens(client, topic, receivers, rng):
+        return rng.exponential(mean_ms, size=len(receivers))
+    return ens
