@@ -163,7 +163,13 @@ class CheckResult:
 
     @property
     def tno_holds(self) -> bool:
+        """Safety: no two subscribers were notified of two common events in different orders."""
         return self.violating_pairs == 0
+
+    @property
+    def ok(self) -> bool:
+        """Safety and liveness: TNO holds and every received event was notified."""
+        return self.tno_holds and self.undelivered == 0
 
 
 def _inversions(seq: np.ndarray) -> int:

@@ -5,6 +5,14 @@ increments LC_T, writes it and writes the values it holds (LLC_T) for lower-rank
 of SG_T; it then visits the TMs of the higher-ranked topics of SG_T in rank order, each
 writing its current counter without incrementing and updating its LLC from the partial
 timestamp. Only ids and timestamps travel; there are no acknowledgements.
+
+Chains are intervals of the precedence order: an event on T visits every TM from T up to
+the highest-ranked member of SG_T, and TMs outside SG_T only relay it. With FIFO links this
+makes any two chains meet all their common TMs in the same order (their common TMs form one
+interval, crossed over the same links), and any three pairwise-overlapping chains share a TM,
+so the timestamp order has no cycles. Visiting only SG members (`intervals=False`) lets
+chains overtake each other along different paths; the property tests find executions where
+the resulting timestamps form a cycle that no subscriber can notify.
 """
 from __future__ import annotations
 
@@ -48,29 +56,52 @@ class TopicManager:
 class Sequencer:
     """All topic managers plus the chains through them; `broken` skips the later stages."""
 
-    def __init__(self, groups: dict[int, set[int]], rank: dict[int, int], broken: bool = False):
+    def __init__(self, groups: dict[int, set[int]], rank: dict[int, int], broken: bool = False,
+                 intervals: bool = True):
         self.rank = rank
         self.groups = groups
         self.broken = broken
+        self.intervals = intervals
+        self.by_rank = sorted(groups, key=rank.get)
         self.tm = {t: TopicManager(t, rank[t], sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
                    for t, g in groups.items()}
 
+    def _span(self, start: int, members: set[int]) -> list[int]:
+        """Return the TMs from `start` up to the highest-ranked of `members`, in rank order."""
+        if not self.intervals:
+            return sorted(members, key=self.rank.get)
+        lo, hi = self.rank[start], max(self.rank[u] for u in members)
+        return [t for t in self.by_rank if lo <= self.rank[t] <= hi]
+
     def chain(self, topic: int) -> list[int]:
         """Return the TMs an event on `topic` visits, in order."""
-        higher = sorted((u for u in self.groups[topic] if self.rank[u] > self.rank[topic]), key=self.rank.get)
-        return [topic] if self.broken else [topic] + higher
+        if self.broken:
+            return [topic]
+        higher = {u for u in self.groups[topic] if self.rank[u] >= self.rank[topic]}
+        return self._span(topic, higher)
 
     def subscription_chain(self, topics: set[int]) -> list[int]:
         """Return the TMs a subscription timestamp request visits: its topics and every
-        higher-ranked member of their groups, by rank (so its dummy is ordered like an event)."""
+        higher-ranked member of their groups (and, with intervals, the TMs in between)."""
         visit = set(topics)
         for t in topics:
             visit |= {u for u in self.groups[t] if self.rank[u] > self.rank[t]}
-        return sorted(visit, key=self.rank.get)
+        return self._span(min(topics, key=self.rank.get), visit)
+
+    def stage(self, chain: list[int], i: int, own: set[int], ts: dict[int, int], subscription: bool) -> None:
+        """Apply stage i of a chain: first stage / subscription slot, a group member, or a relay."""
+        t = chain[i]
+        if subscription and t in own:
+            self.tm[t].stamp_subscription(ts)
+        elif not subscription and i == 0:
+            self.tm[t].stamp_first(ts)
+        elif any(t in self.groups[o] for o in own):
+            self.tm[t].stamp_pass(ts)
 
     def stamp(self, topic: int) -> dict[int, int]:
         """Run a whole event chain at once (when the TMs' message timing does not matter)."""
         ts: dict[int, int] = {}
-        for i, t in enumerate(self.chain(topic)):
-            (self.tm[t].stamp_first if i == 0 else self.tm[t].stamp_pass)(ts)
+        chain = self.chain(topic)
+        for i in range(len(chain)):
+            self.stage(chain, i, {topic}, ts, subscription=False)
         return ts

@@ -5,17 +5,11 @@ Time is in milliseconds. Sequencer messages travel between clients and servers o
 link; each TM serves one message at a time (`service_ms`). The ENS is a function giving,
 for an event published by a client on a topic, each receiving subscriber's delay.
 
-Chains are delivered to TMs in causal order: when a chain passes TM_X it is announced to
-every later TM of its chain, and TM_Y admits a chain only after all chains that passed a
-common earlier TM before it. Per-link FIFO alone is not enough: two chains leaving TM_X in
-one order can reach TM_Y in the other along different paths (X -> Y directly vs X -> Z -> Y),
-and the resulting timestamps form a cycle that no subscriber can notify (found by the
-property test; `causal=False` reproduces it).
+Chains are intervals of the precedence order (see `sequencer`), so FIFO links suffice.
 """
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -63,15 +57,12 @@ class Simulation:
     """One run: schedule publications and subscription changes, then `run()`."""
 
     def __init__(self, seq: Sequencer, placement: Placement, subscribers: dict[int, Subscriber],
-                 ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0,
-                 causal: bool = True):
+                 ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0):
         self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
-        self.service_ms, self.loss, self.causal = service_ms, loss, causal
-        self.expect: dict = {}      # (X, Y) -> chain ids that passed TM_X and will visit TM_Y, in order
-        self.held: dict = {}        # Y -> chains arrived at TM_Y but not yet admissible
-        self.next_cid = 0
+        self.service_ms, self.loss = service_ms, loss
         self.heap: list = []
         self.n = 0
+        self.requests = 0           # sequencer requests started (events and subscriptions)
         self.tm_free: dict = {}
         self.link_last: dict = {}
         self.stats = Stats()
@@ -116,9 +107,9 @@ class Simulation:
         """Client asks the sequencer for a timestamp, then publishes event+timestamp on the ENS."""
         eid = self.next_eid
         self.next_eid += 1
+        self.requests += 1
         chain = self.seq.chain(topic)
-        meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]),
-                    cid=self._cid())
+        meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]))
         first = ("s", self.place.server_of[chain[0]])
         self.at(self._send(t, ("c", client), first, self._size(topic)), self._tm_arrive, chain, 0, {}, meta)
 
@@ -127,12 +118,12 @@ class Simulation:
         topics = set(topics) - self.subs[client].topics
         if not topics:
             return
+        self.requests += 1
         self.subs[client].start_subscription(topics)
         for u in topics:
             self.members.setdefault(u, set()).add(client)
         chain = self.seq.subscription_chain(topics)
-        meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics),
-                    cid=self._cid())
+        meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics))
         first = ("s", self.place.server_of[chain[0]])
         self.at(self._send(t, ("c", client), first, self._size(topics)), self._tm_arrive, chain, 0, {}, meta)
 
@@ -142,46 +133,15 @@ class Simulation:
         for u in topics:
             self.members.get(u, set()).discard(client)
 
-    def _cid(self) -> int:
-        self.next_cid += 1
-        return self.next_cid
-
-    def _admissible(self, chain: list, i: int, cid: int) -> bool:
-        return all(self.expect[(x, chain[i])][0] == cid for x in chain[:i])
-
     def _tm_arrive(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
-        if self.causal and not self._admissible(chain, i, meta["cid"]):
-            self.held.setdefault(chain[i], []).append((chain, i, ts, meta))
-            return
-        self._admit(t, chain, i, ts, meta)
-
-    def _admit(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
         tm = chain[i]
-        if self.causal:
-            for x in chain[:i]:
-                self.expect[(x, tm)].popleft()
         start = max(t, self.tm_free.get(tm, 0.0))
         done = start + self.service_ms
         self.tm_free[tm] = done
         self.at(done, self._tm_process, chain, i, ts, meta)
-        if self.causal and self.held.get(tm):
-            for item in list(self.held[tm]):
-                c, j, ts2, meta2 = item
-                if item in self.held[tm] and self._admissible(c, j, meta2["cid"]):
-                    self.held[tm].remove(item)
-                    self._admit(t, c, j, ts2, meta2)
 
     def _tm_process(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
-        if self.causal:
-            for y in chain[i + 1:]:
-                self.expect.setdefault((chain[i], y), deque()).append(meta["cid"])
-        tm = self.seq.tm[chain[i]]
-        if meta["kind"] == "subscription":
-            (tm.stamp_subscription if chain[i] in meta["own"] else tm.stamp_pass)(ts)
-        elif i == 0:
-            tm.stamp_first(ts)
-        else:
-            tm.stamp_pass(ts)
+        self.seq.stage(chain, i, meta["own"], ts, subscription=meta["kind"] == "subscription")
         here = ("s", self.place.server_of[chain[i]])
         size = self._size(meta["own"])
         if i + 1 < len(chain):
