@@ -198,7 +198,7 @@ def check_tno(logs: dict[int, list[int]], undelivered: int = 0) -> CheckResult:
     pairs = violating = inverted = 0
     for a, b in combinations(sorted(logs), 2):
         pairs += 1
-        pa, pb = pos[a], pos[b]
+        pb = pos[b]
         common = [e for e in logs[a] if e in pb]          # in a's order
         if len(common) < 2:
             continue
