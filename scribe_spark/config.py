@@ -262,3 +262,51 @@ class TnoSizeParams:
         _require(len(self.popularity) > 0, "popularity", "must list at least one model", list(self.popularity))
         for m in self.popularity:
             _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
+
+
+@dataclass(frozen=True)
+class TnoOrderingParams:
+    """SPEC T3: TNO over Scribe trees whose per-hop delays reorder events."""
+
+    nodes: int = 2000
+    clients: int = 300
+    topics: int = 50
+    topics_per_client: int = 5
+    popularity: str = "spread"
+    events: int = 3000
+    rate: float = 500.0
+    jitter: float = 0.5
+    subscription_changes: int = 30
+    loss: float = 0.02
+    ttl_ms: float = 2000.0
+    buffer_size: int = 100
+    servers: int = 5
+    regions: int = 2
+    causal: bool = False
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    seed: int = 1
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    proximity = "transit-stub"
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
+        _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})", self.clients)
+        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
+        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
+                 f"must be in 1..topics ({self.topics})", self.topics_per_client)
+        _require(self.popularity in ("skewed", "spread"), "popularity", "must be 'skewed' or 'spread'", self.popularity)
+        _require(self.events >= 1, "events", "must be >= 1", self.events)
+        _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
+        _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
+        _require(0 <= self.subscription_changes <= self.clients, "subscription_changes",
+                 f"must be in 0..clients ({self.clients})", self.subscription_changes)
+        _require(0.0 <= self.loss < 1.0, "loss", "must be in [0, 1)", self.loss)
+        _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
+        _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
+        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})", self.servers)
+        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+        _validate_pastry(self)
+        self.topology.validate("topology.")

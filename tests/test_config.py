@@ -99,9 +99,9 @@ def test_bad_scribe_workloads_name_the_key(overrides, key):
 
 
 def test_every_shipped_config_loads():
-    from scribe_spark.config import ScribeParams, TnoSizeParams
+    from scribe_spark.config import ScribeParams, TnoOrderingParams, TnoSizeParams
     classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
-               "tno_timestamp_size": TnoSizeParams}
+               "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
         assert config.load(classes[f.stem], f) is not None, f
 

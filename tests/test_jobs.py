@@ -106,3 +106,21 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(spark, tmp_path):
     forged = round(0.01 * len(subs))   # every forged request is refused and counted, none applied
     assert f"| requests refused (wrong credentials): subscribe / publish | {forged} / {forged} |" in \
         (folder / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_tno_ordering_job_checks_tno_over_scribe(spark, tmp_path):
+    from scribe_spark.config import TnoOrderingParams
+    from scribe_spark.tno.ordering_experiment import run as tno_ordering
+    sets = ["--set", "nodes=400", "--set", "clients=50", "--set", "topics=12", "--set", "events=300",
+            "--set", "subscription_changes=6", "--set", "loss=0.05"]
+    assert cli.main("tno_ordering", TnoOrderingParams, tno_ordering,
+                    ["--conf", str(ROOT / "conf/quick/tno_ordering.toml"), "--out", str(tmp_path)] + sets) == 0
+    t = pd.read_csv(tmp_path / "tno_ordering" / "ordering.csv").set_index("scenario")
+    assert t.loc["tno", "violating_pairs"] == 0 and t.loc["tno", "undelivered"] == 0
+    assert t.loc["tno", "out_of_order_tags"] == 0
+    assert t.loc["tno_subscription_changes", "violating_pairs"] == 0
+    assert t.loc["tno_subscription_changes", "undelivered"] == 0
+    assert t.loc["no_ordering", "violating_pairs"] > 0     # the jittered Scribe ENS does reorder
+    assert t.loc["tno_unreliable", "lost"] > 0 and t.loc["tno_unreliable", "out_of_order_tags"] > 0
+    assert (tmp_path / "tno_ordering" / "buffering_delay_cdf.png").stat().st_size > 0

@@ -37,7 +37,7 @@ class Subscriber:
     ttl: float | None = None
     sub_lc: dict = field(default_factory=dict)
     waiting: dict = field(default_factory=dict)        # eid -> (event, arrival time)
-    log: list = field(default_factory=list)            # notified real events: (eid, time, out_of_order)
+    log: list = field(default_factory=list)            # notified real events: (eid, time, out_of_order, arrived)
     seen: set = field(default_factory=set)
     since: dict = field(default_factory=dict)          # topic -> counter of the subscription's own slot
     buffering: bool = False                            # waiting for its subscription timestamp
@@ -53,7 +53,7 @@ class Subscriber:
         self.seen.add(ev.eid)
         if not self.ordered:
             if not ev.dummy:
-                self.log.append((ev.eid, now, False))
+                self.log.append((ev.eid, now, False, now))
             return
         if self._older(ev):
             return
@@ -67,22 +67,35 @@ class Subscriber:
         d = ev.tsd()
         return any(t in self.since and d[t] <= self.since[t] for t in ev.own & self.topics)
 
-    def _ready(self, ev: Event) -> bool:
+    def _blocked(self, ev: Event) -> bool:
+        """Whether some predecessor of ev has not been notified (nor skipped) yet."""
         d = ev.tsd()
         mine = ev.own & self.topics
-        if any(d[t] != self.sub_lc[t] + 1 for t in mine):
-            return False
-        # a counter from before this subscriber's subscription to t puts no constraint on it
-        return all(d[t] == self.sub_lc[t] for t in self.topics & d.keys() - mine
-                   if not (t in self.since and d[t] < self.since[t]))
+        if any(d[t] > self.sub_lc[t] + 1 for t in mine):
+            return True
+        return any(d[t] > self.sub_lc[t] for t in self.topics & d.keys() - mine if not self._exempt(t, d[t]))
 
-    def _notify(self, ev: Event, now: float, out_of_order: bool) -> None:
+    def _late(self, ev: Event) -> bool:
+        """Whether ev comes after events already notified in its place (only after a skipped gap)."""
+        d = ev.tsd()
+        mine = ev.own & self.topics
+        return any(d[t] <= self.sub_lc[t] for t in mine) or any(
+            d[t] < self.sub_lc[t] for t in self.topics & d.keys() - mine if not self._exempt(t, d[t]))
+
+    def _exempt(self, t: int, counter: int) -> bool:
+        # a counter from before this subscriber's subscription to t puts no constraint on it
+        return t in self.since and counter < self.since[t]
+
+    def _ready(self, ev: Event) -> bool:
+        return not self._blocked(ev)
+
+    def _notify(self, ev: Event, now: float, out_of_order: bool, arrived: float) -> None:
         d = ev.tsd()
         for t in self.topics & d.keys():
             if t in ev.own:
                 self.sub_lc[t] = max(self.sub_lc[t], d[t])
         if not ev.dummy:
-            self.log.append((ev.eid, now, out_of_order))
+            self.log.append((ev.eid, now, out_of_order, arrived))
 
     def flush(self, now: float) -> None:
         """Notify every buffered event whose predecessors have been notified."""
@@ -90,10 +103,10 @@ class Subscriber:
         while progress and self.waiting:
             progress = False
             for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
-                ev, _ = self.waiting[eid]
+                ev, arrived = self.waiting[eid]
                 if self._ready(ev):
                     del self.waiting[eid]
-                    self._notify(ev, now, False)
+                    self._notify(ev, now, self._late(ev), arrived)
                     progress = True
                     break
         self._force_release(now)
@@ -111,7 +124,7 @@ class Subscriber:
             if not (expired or full):
                 return
             del self.waiting[head_id]
-            self._notify(ev, now, True)
+            self._notify(ev, now, True, arrived)
             self.flush_ready_only(now)
 
     def flush_ready_only(self, now: float) -> None:
@@ -119,10 +132,10 @@ class Subscriber:
         while progress:
             progress = False
             for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
-                ev, _ = self.waiting[eid]
+                ev, arrived = self.waiting[eid]
                 if self._ready(ev):
                     del self.waiting[eid]
-                    self._notify(ev, now, False)
+                    self._notify(ev, now, self._late(ev), arrived)
                     progress = True
                     break
 
