@@ -98,7 +98,11 @@ class Subscriber:
             self.log.append((ev.eid, now, out_of_order, arrived))
 
     def flush(self, now: float) -> None:
-        """Notify every buffered event whose predecessors have been notified."""
+        """Notify every buffered event whose predecessors have been notified (or skipped)."""
+        self._notify_ready(now)
+        self._force_release(now)
+
+    def _notify_ready(self, now: float) -> None:
         progress = True
         while progress and self.waiting:
             progress = False
@@ -109,7 +113,6 @@ class Subscriber:
                     self._notify(ev, now, self._late(ev), arrived)
                     progress = True
                     break
-        self._force_release(now)
 
     # -- unreliable mode --------------------------------------------------------------------
     def _force_release(self, now: float) -> None:
@@ -125,19 +128,7 @@ class Subscriber:
                 return
             del self.waiting[head_id]
             self._notify(ev, now, True, arrived)
-            self.flush_ready_only(now)
-
-    def flush_ready_only(self, now: float) -> None:
-        progress = True
-        while progress:
-            progress = False
-            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
-                ev, arrived = self.waiting[eid]
-                if self._ready(ev):
-                    del self.waiting[eid]
-                    self._notify(ev, now, self._late(ev), arrived)
-                    progress = True
-                    break
+            self._notify_ready(now)
 
     # -- subscription changes ----------------------------------------------------------------
     def start_subscription(self, new_topics: set) -> None:
