@@ -22,6 +22,16 @@ SUBSCRIBER, TOPIC, MEMBER = "subscriber", "topic", "member"
 PAIR_SCHEMA = "t1 long, t2 long, shared long"
 
 
+def _cooccurrence_counts(row: np.ndarray, col: np.ndarray, n_cols: int) -> sparse.csr_matrix:
+    """Return A^T A for the 0/1 incidence A[row, col]: entry (t, u) = rows holding both t and u.
+
+    Duplicate (row, col) pairs count once; the diagonal counts each column's rows.
+    """
+    a = sparse.csr_matrix((np.ones(len(row), dtype=np.int32), (row, col)), shape=(int(row.max()) + 1, n_cols))
+    a.data[:] = 1
+    return (a.T @ a).tocsr()
+
+
 def _cooccurrence(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     subs, tops = [], []
     for b in batches:
@@ -39,9 +49,7 @@ def _cooccurrence(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         cols, col = np.arange(width), t
     else:
         cols, col = np.unique(t, return_inverse=True)
-    a = sparse.csr_matrix((np.ones(len(s), dtype=np.int32), (row, col)), shape=(row.max() + 1, len(cols)))
-    a.data[:] = 1  # duplicate (subscriber, topic) rows count once
-    c = sparse.triu(a.T @ a, k=0).tocoo()   # the diagonal (t, t) counts t's subscribers
+    c = sparse.triu(_cooccurrence_counts(row, col, len(cols)), k=0).tocoo()   # diagonal: t's subscribers
     for start in range(0, c.nnz, 1_000_000):
         sl = slice(start, start + 1_000_000)
         yield pa.RecordBatch.from_arrays([pa.array(cols[c.row[sl]].astype(np.int64)), pa.array(cols[c.col[sl]].astype(np.int64)),
@@ -90,13 +98,11 @@ def sequencing_groups_scipy(subscriber: np.ndarray, topic: np.ndarray, n_topics:
     Topics nobody subscribes to get size 0.
     """
     _, row = np.unique(subscriber, return_inverse=True)
-    a = sparse.csr_matrix((np.ones(len(row), dtype=np.int32), (row, topic)), shape=(row.max() + 1, n_topics))
-    a.data[:] = 1
-    c = (a.T @ a).tocsr()
+    c = _cooccurrence_counts(row, topic, n_topics)
     need = 1 if causal else 2
+    present = c.diagonal() > 0
     c.setdiag(0)
     c.eliminate_zeros()
-    present = np.asarray(a.sum(axis=0)).ravel() > 0
     return np.where(present, 1 + np.asarray((c >= need).sum(axis=1)).ravel(), 0)
 
 
@@ -106,10 +112,7 @@ def local_groups(subscriptions: dict[int, set[int]], causal: bool = False) -> di
     sub = np.array([r[0] for r in rows], dtype=np.int64)
     top = np.array([r[1] for r in rows], dtype=np.int64)
     _, row = np.unique(sub, return_inverse=True)
-    n_topics = int(top.max()) + 1
-    a = sparse.csr_matrix((np.ones(len(row), dtype=np.int32), (row, top)), shape=(row.max() + 1, n_topics))
-    a.data[:] = 1
-    c = (a.T @ a).tocoo()
+    c = _cooccurrence_counts(row, top, int(top.max()) + 1).tocoo()
     need = 1 if causal else 2
     out = {int(t): {int(t)} for t in np.unique(top)}
     for i, j, v in zip(c.row, c.col, c.data):
