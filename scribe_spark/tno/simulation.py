@@ -97,8 +97,8 @@ class Simulation:
         self.stats.messages += 1
         return arrive
 
-    def _size(self, topic_or_topics) -> int:
-        topics = topic_or_topics if isinstance(topic_or_topics, (set, frozenset)) else {topic_or_topics}
+    def _size(self, topics: set) -> int:
+        """Bytes of one sequencer message for a request on `topics` (fixed for the whole chain)."""
         entries = len(set().union(*(self.seq.groups[t] for t in topics)))
         return 24 + 12 * entries    # header + (4-byte topic, 8-byte counter) per entry
 
@@ -109,9 +109,10 @@ class Simulation:
         self.next_eid += 1
         self.requests += 1
         chain = self.seq.chain(topic)
-        meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]))
+        meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]),
+                    size=self._size({topic}))
         first = ("s", self.place.server_of[chain[0]])
-        self.at(self._send(t, ("c", client), first, self._size(topic)), self._tm_arrive, chain, 0, {}, meta)
+        self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
 
     def subscribe(self, t: float, client: int, topics: set) -> None:
         """Client adds topics: ENS subscription and buffering now, subscription timestamp via the TMs."""
@@ -123,9 +124,10 @@ class Simulation:
         for u in topics:
             self.members.setdefault(u, set()).add(client)
         chain = self.seq.subscription_chain(topics)
-        meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics))
+        meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics),
+                    size=self._size(topics))
         first = ("s", self.place.server_of[chain[0]])
-        self.at(self._send(t, ("c", client), first, self._size(topics)), self._tm_arrive, chain, 0, {}, meta)
+        self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
 
     def unsubscribe(self, t: float, client: int, topics: set) -> None:
         """Stop notifying at once; the ENS stops delivering (TMs' clocks are not changed)."""
@@ -143,7 +145,7 @@ class Simulation:
     def _tm_process(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
         self.seq.stage(chain, i, meta["own"], ts, subscription=meta["kind"] == "subscription")
         here = ("s", self.place.server_of[chain[i]])
-        size = self._size(meta["own"])
+        size = meta["size"]
         if i + 1 < len(chain):
             nxt = ("s", self.place.server_of[chain[i + 1]])
             self.at(self._send(t, here, nxt, size), self._tm_arrive, chain, i + 1, ts, meta)
