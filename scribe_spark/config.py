@@ -310,3 +310,43 @@ class TnoOrderingParams:
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
         _validate_pastry(self)
         self.topology.validate("topology.")
+
+
+@dataclass(frozen=True)
+class TnoSequencerParams:
+    """SPEC T2: latency, throughput and inter-server bandwidth of the multistage sequencer."""
+
+    clients: int = 1000
+    topics: int = 1000
+    servers: int = 5
+    regions: int = 5
+    topics_per_client: int = 10
+    popularity: tuple[str, ...] = ("skewed", "spread")
+    precedence: str = "popular_last"
+    rates: tuple[float, ...] = (500.0, 1000.0, 2000.0, 5000.0, 10000.0)
+    service_ms: float = 0.05
+    service_sweep_ms: tuple[float, ...] = (0.0, 0.025, 0.05, 0.1, 0.2)
+    duration_s: float = 2.0
+    causal: bool = False
+    seed: int = 1
+
+    def validate(self) -> None:
+        _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
+        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
+        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})", self.servers)
+        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
+                 f"must be in 1..topics ({self.topics})", self.topics_per_client)
+        _require(len(self.popularity) > 0, "popularity", "must list at least one model", list(self.popularity))
+        for m in self.popularity:
+            _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
+        _require(self.precedence in ("popular_last", "popular_first"), "precedence",
+                 "must be 'popular_last' or 'popular_first'", self.precedence)
+        _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))
+        for r in self.rates:
+            _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)
+        _require(self.service_ms >= 0, "service_ms", "must be >= 0", self.service_ms)
+        for s in self.service_sweep_ms:
+            _require(s >= 0, "service_sweep_ms", "every value must be >= 0", s)
+        _require(self.duration_s >= 1.0, "duration_s",
+                 "must be >= 1 (throughput is measured over the second half of the run)", self.duration_s)

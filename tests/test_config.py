@@ -99,9 +99,10 @@ def test_bad_scribe_workloads_name_the_key(overrides, key):
 
 
 def test_every_shipped_config_loads():
-    from scribe_spark.config import ScribeParams, TnoOrderingParams, TnoSizeParams
+    from scribe_spark.config import ScribeParams, TnoOrderingParams, TnoSequencerParams, TnoSizeParams
     classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
-               "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams}
+               "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams,
+               "tno_sequencer": TnoSequencerParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
         assert config.load(classes[f.stem], f) is not None, f
 
@@ -114,3 +115,13 @@ def test_bad_tno_parameters_name_the_key(overrides, key):
     from scribe_spark.config import TnoSizeParams
     with pytest.raises(ConfigError, match=f"'{key}'"):
         config.load(TnoSizeParams, ROOT / "conf" / "tno_timestamp_size.toml", overrides)
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["rates=[0.0]"], "rates"), (["precedence=\"random\""], "precedence"), (["duration_s=0.5"], "duration_s"),
+    (["servers=2000"], "servers"), (["service_sweep_ms=[-1.0]"], "service_sweep_ms"),
+])
+def test_bad_sequencer_parameters_name_the_key(overrides, key):
+    from scribe_spark.config import TnoSequencerParams
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        config.load(TnoSequencerParams, ROOT / "conf" / "tno_sequencer.toml", overrides)

@@ -11,7 +11,8 @@ from scribe_spark.tno.simulation import Simulation, contiguous_placement, random
 
 
 def scenario(seed, *, causal_groups=True, ordered=True, broken=False, intervals=True, sub_changes=0,
-             unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400):
+             unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
+             service_ms=0.0):
     """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
     rng = np.random.default_rng(seed)
     subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)), replace=False).tolist()) for c in range(clients)}
@@ -24,7 +25,7 @@ def scenario(seed, *, causal_groups=True, ordered=True, broken=False, intervals=
     seq = Sequencer(g, rank, broken=broken, intervals=intervals)
     place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
     subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl, buffer_size=buffer_size) for c in subs}
-    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss)
+    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms)
     for _ in range(events):
         sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)), int(rng.integers(topics)))
     for c, ts in later.items():

@@ -88,6 +88,11 @@ class Sequencer:
             visit |= {u for u in self.groups[t] if self.rank[u] > self.rank[t]}
         return self._span(min(topics, key=self.rank.get), visit)
 
+    def is_work(self, chain: list[int], i: int, own: set[int], subscription: bool) -> bool:
+        """True when stage i reads or writes the timestamp; False when the TM only relays it."""
+        t = chain[i]
+        return i == 0 or (subscription and t in own) or any(t in self.groups[o] for o in own)
+
     def stage(self, chain: list[int], i: int, own: set[int], ts: dict[int, int], subscription: bool) -> None:
         """Apply stage i of a chain: first stage / subscription slot, a group member, or a relay."""
         t = chain[i]

@@ -1,0 +1,93 @@
+"""T2: the sequencer's queues against independent computations, and the tno_sequencer job."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from scribe_spark import cli
+from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.sequencer_experiment import chain_profile, precedence_rank
+from scribe_spark.tno.simulation import Placement, Simulation
+from tests.test_tno_ordering import scenario
+
+from tests.conftest import ROOT
+
+
+class FixedDelay(Placement):
+    def delay(self, region_a, region_b, rng):
+        return 10.0 if region_a == region_b else 100.0
+
+
+def test_one_topic_manager_is_a_fifo_queue():
+    """Latencies equal the Lindley recursion d_k = max(a_k, d_{k-1}) + s of a single server queue."""
+    rng = np.random.default_rng(3)
+    place = FixedDelay({0: 0}, [0], {0: 1})
+    sim = Simulation(Sequencer({0: {0}}, {0: 0}), place, {}, None, rng, service_ms=0.7)
+    sent = np.sort(rng.uniform(0, 200, 400))
+    for t in sent:
+        sim.at(float(t), sim.publish, 0, 0)
+    sim.run()
+    done, expected = -np.inf, []
+    for t in sent:
+        done = max(t + 100.0, done) + 0.7      # long link to the server, then service
+        expected.append(done + 100.0 - t)      # and the long link back
+    assert np.allclose(sim.stats.latency, expected)
+    assert sim.tm_work == {0: 400}
+
+
+def test_timestamp_stages_are_counted_and_relays_are_free():
+    """Every event's chain: one service per stage that reads or writes the timestamp, none at relays."""
+    groups = {0: {0, 2}, 1: {1}, 2: {0, 2}, 3: {3}}
+    rank = {t: t for t in groups}                    # the chain of an event on 0 is 0 -> 1 (relay) -> 2
+    place = FixedDelay({t: 0 for t in groups}, [0], {0: 0})
+    sim = Simulation(Sequencer(groups, rank), place, {}, None, np.random.default_rng(0), service_ms=2.0)
+    sim.at(0.0, sim.publish, 0, 0)
+    sim.run()
+    assert sim.tm_work == {0: 1, 1: 0, 2: 1}
+    assert sim.stats.latency == [10.0 + 2.0 + 2.0 + 10.0]   # same server: TM hops cost no network delay
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tno_holds_with_busy_topic_managers(seed):
+    res, _, sim = scenario(seed, causal_groups=False, service_ms=1.5, events=600)
+    assert res.ok, res
+    assert max(sim.tm_free.values()) > 0
+
+
+def test_popular_last_precedence_gives_short_chains():
+    probs = np.array([0.7, 0.1, 0.1, 0.05, 0.05])
+    groups = {0: {0, 1, 2, 3, 4}, 1: {0, 1}, 2: {0, 2}, 3: {0, 3}, 4: {0, 4}}
+    server_of = {t: 0 for t in groups}
+    last = chain_profile(Sequencer(groups, precedence_rank(5, "popular_last")), server_of, probs)
+    first = chain_profile(Sequencer(groups, precedence_rank(5, "popular_first")), server_of, probs)
+    # popular last: an event on topic t climbs the interval from t up to topic 0 (t + 1 TMs, relays included)
+    assert last["mean_tms_visited"] == pytest.approx(0.7 * 1 + 0.1 * 2 + 0.1 * 3 + 0.05 * 4 + 0.05 * 5)
+    # popular first: an event on topic 0 visits every TM, the others only their own
+    assert first["mean_tms_visited"] == pytest.approx(0.7 * 5 + 0.3 * 1)
+    assert last["tm_visits"][0] == pytest.approx(1.0)     # every event ends at the most popular topic's TM
+
+
+@pytest.mark.slow
+def test_tno_sequencer_job(spark, tmp_path):
+    from scribe_spark.config import TnoSequencerParams
+    from scribe_spark.tno.sequencer_experiment import run
+    sets = ["--set", "clients=200", "--set", "topics=100", "--set", "rates=[300.0, 3000.0]",
+            "--set", "service_sweep_ms=[0.0, 1.0]"]
+    assert cli.main("tno_sequencer", TnoSequencerParams, run,
+                    ["--conf", str(ROOT / "conf/quick/tno_sequencer.toml"), "--out", str(tmp_path)] + sets) == 0
+    folder = tmp_path / "tno_sequencer"
+    t = pd.read_csv(folder / "sequencer.csv")
+    assert set(t.popularity) == {"skewed", "spread"} and len(t) == 8
+    assert (t.completed == t.events).all()
+    assert (t.p50_latency_ms >= 2 * 10.0 * 0.5).all()     # at least a client->server->client round trip
+    free = t[t.capacity_per_s > 3 * t.rate_per_s]
+    assert np.allclose(free.throughput_per_s, free.rate_per_s, rtol=0.15)   # far from saturation: all get through
+    over = t[t.capacity_per_s < 0.5 * t.rate_per_s]
+    assert len(over) > 0 and (over.throughput_per_s < 0.8 * over.rate_per_s).all()
+    assert (over.mean_latency_ms > 2 * free.mean_latency_ms.max()).all()
+    bw = pd.read_csv(folder / "bandwidth.csv")
+    share = bw.groupby("popularity").bandwidth_share.sum()
+    assert share["spread"] == pytest.approx(1.0)       # (skewed chains may all stay on one server: 0 bytes)
+    assert share["skewed"] == pytest.approx(1.0) or share["skewed"] == 0
+    assert np.allclose(bw.groupby("popularity").timestamp_stage_share.sum(), 1.0)
+    for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share"):
+        assert (folder / f"{png}.png").stat().st_size > 0
