@@ -3,6 +3,7 @@
 #   ./run.sh                       set up the environment if missing, run the quick tour
 #   ./run.sh test [PYTEST ARGS]    run the test suite
 #   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL]
+#   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh list                  list the experiments
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -70,12 +71,107 @@ run_experiment() {
       *) args+=("$1"); shift ;;
     esac
   done
-  spark-submit --master "$master" \
+  local extra=()
+  case "$master" in
+    local*) ;;
+    *)  # executors may be on other machines: ship the library with the job
+        extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
+  esac
+  spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
     --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
     --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
     --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
     "jobs/$name.py" ${args[@]+"${args[@]}"}
+}
+
+package_library() {
+  # zip of the scribe_spark package for --py-files (rebuilt each submit; it is small)
+  local zip="$ROOT/data/build/scribe_spark.zip"
+  mkdir -p "$ROOT/data/build"
+  rm -f "$zip"
+  (cd "$ROOT" && "$VENV/bin/python" -c 'import sys, zipfile, pathlib
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    for f in sorted(pathlib.Path("scribe_spark").rglob("*.py")):
+        z.write(f)' "$zip")
+  echo "$zip"
+}
+
+# -- local standalone cluster ------------------------------------------------------------------
+# SCRIBE_CLUSTER_DIR (default data/cluster), SCRIBE_CLUSTER_PORT (7077), SCRIBE_CLUSTER_WEBUI
+# (8080; 0 = any free port), SCRIBE_WORKER_MEMORY (4g) and SCRIBE_WORKER_CORES (1) per worker.
+CLUSTER_DIR="${SCRIBE_CLUSTER_DIR:-$ROOT/data/cluster}"
+CLUSTER_PORT="${SCRIBE_CLUSTER_PORT:-7077}"
+CLUSTER_URL="spark://127.0.0.1:$CLUSTER_PORT"
+
+spark_home() { "$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))'; }
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+launch() {  # launch NAME CLASS ARGS...: a daemon with its log and pid file under CLUSTER_DIR
+  local name="$1" cls="$2"; shift 2
+  SPARK_LOG_DIR="$CLUSTER_DIR" SPARK_WORKER_DIR="$CLUSTER_DIR/work-$name" \
+    setsid nohup "$(spark_home)/bin/spark-class" "$cls" "$@" >"$CLUSTER_DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$CLUSTER_DIR/$name.pid"
+}
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
+  local limit="$1" what="$2"; shift 2
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $end ] || { cluster_stop >/dev/null 2>&1; die "cluster: timed out after ${limit}s waiting for $what (logs in $CLUSTER_DIR)"; }
+    sleep 1
+  done
+}
+
+master_up() { (exec 3<>"/dev/tcp/127.0.0.1/$CLUSTER_PORT") 2>/dev/null; }
+workers_up() { [ "$(grep -c 'Registering worker' "$CLUSTER_DIR/master.log" 2>/dev/null)" -ge 2 ]; }
+
+cluster_start() {
+  mkdir -p "$CLUSTER_DIR"
+  if alive "$CLUSTER_DIR/master.pid"; then
+    echo "cluster: already running at $CLUSTER_URL (./run.sh cluster stop first)"; return 0
+  fi
+  master_up && die "cluster: port $CLUSTER_PORT is already in use by another process; set SCRIBE_CLUSTER_PORT"
+  launch master org.apache.spark.deploy.master.Master --host 127.0.0.1 --port "$CLUSTER_PORT" \
+    --webui-port "${SCRIBE_CLUSTER_WEBUI:-8080}"
+  wait_for 90 "the master on port $CLUSTER_PORT" master_up
+  for i in 1 2; do
+    mkdir -p "$CLUSTER_DIR/work-worker$i"
+    launch "worker$i" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
+      --cores "${SCRIBE_WORKER_CORES:-1}" --memory "${SCRIBE_WORKER_MEMORY:-4g}" \
+      --work-dir "$CLUSTER_DIR/work-worker$i" --webui-port 0 "$CLUSTER_URL"
+  done
+  wait_for 90 "2 workers to register" workers_up
+  echo "cluster: master $CLUSTER_URL with 2 workers (logs and pids in $CLUSTER_DIR)"
+  echo "cluster: submit with ./run.sh EXPERIMENT --master $CLUSTER_URL; stop with ./run.sh cluster stop"
+}
+
+cluster_stop() {
+  local stopped=0 pidf pid
+  for pidf in "$CLUSTER_DIR"/worker*.pid "$CLUSTER_DIR"/master.pid; do
+    [ -f "$pidf" ] || continue
+    pid=$(cat "$pidf")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+      stopped=$((stopped + 1))
+    fi
+    rm -f "$pidf"
+  done
+  echo "cluster: stopped $stopped process(es)"
+}
+
+cluster_status() {
+  local pidf any=0
+  for pidf in "$CLUSTER_DIR"/master.pid "$CLUSTER_DIR"/worker*.pid; do
+    [ -f "$pidf" ] || continue
+    any=1
+    if alive "$pidf"; then echo "$(basename "$pidf" .pid): running (pid $(cat "$pidf"))"
+    else echo "$(basename "$pidf" .pid): not running (stale pid file)"; fi
+  done
+  [ $any -eq 1 ] || echo "cluster: not started"
 }
 
 quick_tour() {
@@ -99,6 +195,13 @@ esac
 setup
 case "$cmd" in
   tour) quick_tour ;;
+  cluster)
+    case "${2:-}" in
+      start) cluster_start ;;
+      stop) cluster_stop ;;
+      status) cluster_status ;;
+      *) die "usage: ./run.sh cluster start|stop|status" ;;
+    esac ;;
   test)
     shift
     set +e

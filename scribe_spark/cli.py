@@ -56,7 +56,7 @@ def main(name: str, params_cls: type, experiment: Callable[[Any, Run], None], ar
     except config.ConfigError as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return 2
-    out_root = Path(args.out) if args.out else repo_root() / "data" / "out" / datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_root = Path(args.out).resolve() if args.out else repo_root() / "data" / "out" / datetime.now().strftime("%Y%m%d-%H%M%S")
     final = out_root / name
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = out_root / f".{name}.tmp-{os.getpid()}"
