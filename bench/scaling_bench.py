@@ -1,0 +1,188 @@
+"""Scaling benchmark: Pastry state build + 200,000 lookups and Scribe tree build (1,500 topics) vs N.
+
+    .venv/bin/python bench/scaling_bench.py [--sizes 10000 100000 300000 1000000]
+                                            [--modes local[1] local[2] standalone] [--out FILE]
+
+Each (mode, N) is one `spark-submit` of this file in child mode, so nothing is shared between
+points. `standalone` starts the local cluster with `./run.sh cluster start` (master + 2 workers,
+1 core each) and stops it at the end, also on errors. Per point it records, per phase
+(state build, routing, subscribe): wall time and shuffle bytes written (from Spark's event log,
+attributed to phases by job group), and the peak summed RSS of the driver's process tree plus,
+on the cluster, the executors' process trees (the idle master/worker daemons are not counted).
+The workload is the S1 one: transit-stub network, proximity neighbour selection, b=4, |L|=16,
+|M|=32, topic sizes floor(N r^-1.25 + 0.5), seed 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PHASES = ("build", "route", "subscribe")
+
+
+def child(n: int, lookups: int, evlog: str) -> None:
+    import numpy as np
+    from pyspark.sql import SparkSession, functions as F
+
+    from scribe_spark.config import ScribeParams
+    from scribe_spark.pastry import overlay as ov
+    from scribe_spark.pastry.hops import make_ring, shared_network
+    from scribe_spark.scribe import trees as tr
+    from scribe_spark.scribe.multicast import workload
+
+    spark = (SparkSession.builder.appName(f"scaling N={n}").config("spark.eventLog.enabled", "true")
+             .config("spark.eventLog.dir", evlog).config("spark.eventLog.compress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    sc = spark.sparkContext
+    p = ScribeParams(nodes=n)
+    routers, _ = shared_network(p, p.seed)
+    ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
+    out = {"n": n, "app": sc.applicationId}
+    quiet = lambda m: print(f"  N={n}: {m}", file=sys.stderr, flush=True)
+
+    sc.setJobGroup("build", "build")
+    t0 = time.time()
+    overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
+    out["build_s"] = time.time() - t0
+
+    sc.setJobGroup("route", "route")
+    msgs = ov.lookups(spark, ring, lookups, np.random.default_rng([p.seed, n, 1]))
+    t0 = time.time()
+    agg = ov.route(overlay, msgs, log=quiet).agg(F.mean("hops").alias("h"), F.count("*").alias("c")).first()
+    out["route_s"] = time.time() - t0
+    out["mean_hops"], out["lookups"] = float(agg["h"]), int(agg["c"])
+
+    sc.setJobGroup("subscribe", "subscribe")
+    topics, sub_topic, sub_node, _ = workload(p, np.random.default_rng([p.seed, n, 2]))
+    subs = tr.subscriptions_frame(spark, sub_topic, sub_node)
+    t0 = time.time()
+    trees = tr.subscribe(overlay, topics, subs, log=quiet)
+    out["edges"] = trees.edges.count()
+    out["subscribe_s"] = time.time() - t0
+    out["subscriptions"] = int(len(sub_topic))
+    spark.stop()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def shuffle_bytes(evlog_dir: str, app: str) -> dict:
+    """Shuffle bytes written per job group, from the application's event log."""
+    stage_group, written = {}, {}
+    path = next(Path(evlog_dir).glob(f"*{app}*"))   # Spark 4 writes a folder of rolled files
+    files = sorted(path.glob("events_*")) if path.is_dir() else [path]
+    lines = (line for f in files for line in open(f))
+    for line in lines:
+        ev = json.loads(line)
+        kind = ev.get("Event")
+        if kind == "SparkListenerJobStart":
+            group = (ev.get("Properties") or {}).get("spark.jobGroup.id", "other")
+            for s in ev.get("Stage IDs", []):
+                stage_group[s] = group
+        elif kind == "SparkListenerTaskEnd":
+            m = (ev.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}
+            g = stage_group.get(ev.get("Stage ID"), "other")
+            written[g] = written.get(g, 0) + int(m.get("Shuffle Bytes Written", 0))
+    return written
+
+
+def _procs() -> tuple[dict, dict, dict]:
+    children, rss, cmd = {}, {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = open(f"/proc/{d}/status").read()
+            cmd[int(d)] = open(f"/proc/{d}/cmdline", "rb").read()
+        except OSError:
+            continue
+        children.setdefault(int(st.split("PPid:")[1].split()[0]), []).append(int(d))
+        rss[int(d)] = int(st.split("VmRSS:")[1].split()[0]) if "VmRSS:" in st else 0
+    return children, rss, cmd
+
+
+def _tree_kb(roots, children, rss) -> int:
+    total, stack = 0, list(roots)
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
+    master = "spark://127.0.0.1:7077" if mode == "standalone" else mode
+    cmd = [str(ROOT / ".venv/bin/spark-submit"), "--master", master,
+           "--driver-memory", os.environ.get("SCRIBE_DRIVER_MEMORY", "8g"),
+           "--conf", "spark.sql.shuffle.partitions=8", "--conf", "spark.ui.showConsoleProgress=false",
+           "--driver-java-options", f"-Dlog4j.configurationFile=file:{ROOT}/conf/spark/log4j2.properties"]
+    if mode == "standalone":
+        zip_path = ROOT / "data/build/scribe_spark.zip"     # what ./run.sh ships with --py-files
+        zip_path.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted((ROOT / "scribe_spark").rglob("*.py")):
+                z.write(f, f.relative_to(ROOT))
+        cmd += ["--py-files", str(zip_path), "--executor-memory", os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
+    cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
+    peak, stop = [0], threading.Event()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+    def sample():
+        while not stop.is_set():
+            children, rss, cmdline = _procs()
+            executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
+            peak[0] = max(peak[0], _tree_kb([proc.pid] + executors, children, rss))
+            time.sleep(0.5)
+    threading.Thread(target=sample, daemon=True).start()
+    t0 = time.time()
+    stdout, _ = proc.communicate()
+    stop.set()
+    if proc.returncode != 0:
+        return {"n": n, "mode": mode, "error": f"exit {proc.returncode}", "wall_s": time.time() - t0}
+    res = json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[7:])
+    sb = shuffle_bytes(evlog.removeprefix("file:"), res["app"])
+    res.update(mode=mode, wall_s=time.time() - t0, peak_mb=peak[0] / 1024,
+               **{f"{ph}_shuffle_mb": sb.get(ph, 0) / 2**20 for ph in PHASES})
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 300_000, 1_000_000])
+    ap.add_argument("--modes", nargs="+", default=["local[1]", "local[2]", "standalone"])
+    ap.add_argument("--lookups", type=int, default=200_000)
+    ap.add_argument("--out", default=str(ROOT / "data/bench/scaling.jsonl"))
+    ap.add_argument("--child", type=int)
+    ap.add_argument("--evlog")
+    a = ap.parse_args()
+    if a.child:
+        child(a.child, a.lookups, a.evlog)
+        return
+    evlog = ROOT / "data/bench/eventlog"
+    evlog.mkdir(parents=True, exist_ok=True)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    for mode in a.modes:
+        if mode == "standalone":
+            # workers big enough for 5g executors (the run.sh default is 4g workers, 3g executors)
+            env = {**os.environ, "SCRIBE_WORKER_MEMORY": os.environ.get("SCRIBE_WORKER_MEMORY", "6g")}
+            subprocess.run([str(ROOT / "run.sh"), "cluster", "start"], check=True, env=env)
+        try:
+            for n in a.sizes:
+                r = point(n, mode, a.lookups, f"file:{evlog}")
+                print(json.dumps(r), flush=True)
+                with open(a.out, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+        finally:
+            if mode == "standalone":
+                subprocess.run([str(ROOT / "run.sh"), "cluster", "stop"])
+
+
+if __name__ == "__main__":
+    main()
