@@ -350,3 +350,31 @@ class TnoSequencerParams:
             _require(s >= 0, "service_sweep_ms", "every value must be >= 0", s)
         _require(self.duration_s >= 1.0, "duration_s",
                  "must be >= 1 (throughput is measured over the second half of the run)", self.duration_s)
+
+
+@dataclass(frozen=True)
+class PastryFailuresParams:
+    """SPEC P3: routing before failures, after failures without repair, and after repair."""
+
+    nodes: int = 5000
+    fail_fraction: float = 0.10
+    lookups: int = 200_000
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    proximity: str = "plane"
+    matrix: str = ""
+    seed: int = 1
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
+        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
+        _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
+                 "must leave at least 2 live nodes", self.fail_fraction)
+        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
+        _validate_pastry(self)
+        if self.proximity == "matrix":
+            sites = _matrix_sites(self.matrix)
+            _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
+        self.topology.validate("topology.")

@@ -128,6 +128,8 @@ def _offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pa_type(dt: T.DataType) -> pa.DataType:
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", _pa_type(dt.elementType), dt.containsNull))
     return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
             T.BooleanType(): pa.bool_(), T.StringType(): pa.string()}[dt]
 

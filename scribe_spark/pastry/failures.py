@@ -1,0 +1,244 @@
+"""Silent node failures and their repair (SPEC section 2), as supersteps over the node state.
+
+Failure model: a set of nodes stops at once. Their rows leave the state frame; the survivors'
+state still names them. Routing "without repair" has each node skip entries it finds dead (a
+timed-out attempt marks the entry dead: the node then uses the rare-case rule or another
+entry), which `without_dead` applies to every node's state at once.
+
+Repair, counting messages:
+- leaf sets (eager): a node that lost leaf-set members on a side asks the farthest live member
+  on that side for its leaf set (request + reply) and keeps the |L|/2 nearest live ids per side
+  among what it knows; repeated as supersteps until no node is short.
+- routing tables (lazy in Pastry: when an entry is found dead): for entry (r, c) the node asks
+  the live entries of row r, nearest first, for their (r, c) entry until one names a live node
+  (request + reply each); if none does, it asks the entries of row r + 1 the same way. Here
+  every dead entry is repaired in one pass (the lazy protocol would repair only the entries it
+  meets), so the message count is what repairing everything costs.
+Neighborhood sets only drop their dead members (the SPEC's P3 measures routing, which uses M
+only in the rare case).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from scribe_spark import ids
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, _arrow_schema, _columns, _list_array, _offsets_values
+
+
+def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray) -> np.ndarray:
+    """Return the numerically closest live node to each key (brute force over the sorted live ids)."""
+    order = ring.order[alive[ring.order]]
+    shi, slo = ring.hi[order], ring.lo[order]
+    i = ids.searchsorted(shi, slo, khi, klo)
+    succ, pred = order[i % len(order)], order[(i - 1) % len(order)]
+    return np.where(ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo), succ, pred)
+
+
+def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split candidate nodes into (smaller side, larger side), each sorted nearest first."""
+    n = ring.n
+    cw = (ring.pos[cand] - ring.pos[me]) % n          # positions clockwise (towards larger ids)
+    up = cw <= n // 2
+    larger = cand[up][np.argsort(cw[up], kind="stable")]
+    smaller = cand[~up][np.argsort(n - cw[~up], kind="stable")]
+    return smaller, larger
+
+
+def _layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.ndarray:
+    """Return a leaf set in the kernels' layout (L/2 smaller then L/2 larger, nearest first).
+
+    A side with fewer than L/2 live nodes is padded with its farthest one (or `me`), so the
+    range test of the routing rule still sees the farthest live member on each side.
+    """
+    half = ring.leaf_set // 2
+    cand = np.unique(cand[cand != me])
+    if n_live - 1 <= ring.leaf_set:      # the whole (small) ring: no sides
+        return cand
+    smaller, larger = _sides(ring, me, cand)
+    smaller, larger = smaller[:half], larger[:half]
+    pad = lambda side: np.concatenate([side, np.full(half - len(side), side[-1] if len(side) else me)])
+    return np.concatenate([pad(smaller), pad(larger)]).astype(np.int64)
+
+
+def _state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(leaf), _list_array(rt), _list_array(nbr)],
+                                      schema=_arrow_schema(STATE_SCHEMA))
+
+
+def _clean_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, dead = ring_bc.value, dead_bc.value
+        n_live = int((~dead).sum())
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            lv, lo = _offsets_values(col["leaf"])
+            rv, ro = _offsets_values(col["rt"])
+            nv, no = _offsets_values(col["nbr"])
+            rv = np.where((rv >= 0) & dead[np.maximum(rv, 0)], -1, rv)
+            leaf, rt, nbr = [], [], []
+            for i, m in enumerate(me):
+                own = lv[lo[i]:lo[i + 1]]
+                leaf.append(_layout(ring, m, own[~dead[own]], n_live))
+                rt.append(rv[ro[i]:ro[i + 1]])
+                x = nv[no[i]:no[i + 1]]
+                nbr.append(x[~dead[x]])
+            yield _state_batch(me, leaf, rt, nbr)
+    return _
+
+
+def without_dead(overlay: Overlay, dead: np.ndarray) -> Overlay:
+    """Return the survivors' state with every dead entry skipped (routing without repair)."""
+    spark = overlay.state.sparkSession
+    dead_bc = spark.sparkContext.broadcast(dead)
+    live_rows = overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)]))
+    state = live_rows.mapInArrow(_clean_task(overlay.ring_bc, dead_bc), STATE_SCHEMA).persist()
+    state.count()
+    return Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
+
+
+def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
+    schema = pa.schema([(ID, pa.int64(), False), ("contact", pa.int64(), False)])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, dead = ring_bc.value, dead_bc.value
+        n_live, half = int((~dead).sum()), ring.leaf_set // 2
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            lv, lo = _offsets_values(col["leaf"])
+            out_me, out_c = [], []
+            for i, m in enumerate(me):
+                leaf = lv[lo[i]:lo[i + 1]]
+                if n_live - 1 <= ring.leaf_set or len(leaf) < ring.leaf_set:
+                    continue
+                # the layout: L/2 smaller then L/2 larger, nearest first (padding repeats the farthest)
+                sides = [[x for x in dict.fromkeys(part.tolist()) if not dead[x] and x != m]
+                         for part in (leaf[:half], leaf[half:])]
+                for side, other in ((sides[0], sides[1]), (sides[1], sides[0])):
+                    if len(side) < half and (side or other):
+                        out_me.append(m)   # ask the farthest live member on that side (else on the other)
+                        out_c.append(side[-1] if side else other[-1])
+            yield pa.RecordBatch.from_arrays([pa.array(out_me, pa.int64()), pa.array(out_c, pa.int64())], schema=schema)
+    return _
+
+
+def _leaf_merge(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
+    schema = pa.schema([(ID, pa.int64(), False), ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, dead = ring_bc.value, dead_bc.value
+        n_live = int((~dead).sum())
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            lv, lo = _offsets_values(col["leaf"])
+            cv, co = _offsets_values(col["cand"])
+            out = []
+            for i, m in enumerate(me):
+                cand = np.concatenate([lv[lo[i]:lo[i + 1]], cv[co[i]:co[i + 1]]])
+                out.append(_layout(ring, m, cand[~dead[cand]], n_live))
+            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(out)], schema=schema)
+    return _
+
+
+def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print,
+                     max_rounds: int = 20) -> tuple[DataFrame, int]:
+    """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
+    spark = overlay.state.sparkSession
+    dead_bc = spark.sparkContext.broadcast(dead)
+    state = overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])).localCheckpoint()
+    messages = 0
+    new_leaf_type = T.StructType([T.StructField(ID, T.LongType(), False),
+                                  T.StructField("new_leaf", T.ArrayType(T.LongType(), False), False)])
+    for k in range(1, max_rounds + 1):
+        req = state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc),
+                                                  "id long, contact long").localCheckpoint()
+        n_req = req.count()
+        log(f"leaf-set repair superstep {k}: {n_req} requests")
+        if n_req == 0:
+            return state, messages
+        messages += 2 * n_req
+        replies = (req.join(state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf")), "contact")
+                   .groupBy(ID).agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
+        merged = replies.join(state.select(ID, "leaf"), ID).mapInArrow(_leaf_merge(overlay.ring_bc, dead_bc),
+                                                                      new_leaf_type)
+        state = (state.join(merged, ID, "left")
+                 .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
+    raise RuntimeError(f"leaf-set repair did not settle within {max_rounds} supersteps")
+
+
+def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> Callable:
+    out = _arrow_schema(schema)
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        for col in _columns(batches):
+            d = ring.prox.dist(col[a].to_numpy().astype(np.int64), col[b].to_numpy().astype(np.int64))
+            yield pa.RecordBatch.from_arrays([col[f.name] for f in schema.fields[:-1]] + [pa.array(d)], schema=out)
+    return _
+
+
+def _with_distance(df: DataFrame, ring_bc: Broadcast, a: str, b: str, name: str) -> DataFrame:
+    schema = T.StructType(df.schema.fields + [T.StructField(name, T.DoubleType(), False)])
+    return df.mapInArrow(_distance_task(ring_bc, a, b, schema), schema)
+
+
+def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
+                          log: Callable[[str], None] = print) -> tuple[DataFrame, dict]:
+    """Replace dead routing-table entries by asking row r (then row r + 1) entries, nearest first.
+
+    Returns (state with repaired tables, counts: holes, repaired, messages)."""
+    spark = state.sparkSession
+    width = 1 << overlay.ring.b
+    dead_df = F.broadcast(spark.createDataFrame([(int(x),) for x in np.flatnonzero(dead)], "dead long"))
+    slots = state.select(ID, F.posexplode("rt").alias("pos", "entry"))
+    slots = slots.withColumn("row", (F.col("pos") / width).cast("int")).localCheckpoint()
+    holes = slots.join(dead_df, slots.entry == dead_df.dead).select(ID, "pos", "row").localCheckpoint()
+    live_slots = slots.join(dead_df, slots.entry == dead_df.dead, "left_anti").where(F.col("entry") >= 0)
+    n_holes = holes.count()
+    fixes, messages, todo = [], 0, holes
+    for shift in (0, 1):   # ask row r, then row r + 1
+        contacts = (todo.join(live_slots.select(ID, (F.col("row") - shift).alias("row"), F.col("pos").alias("cpos"),
+                                                F.col("entry").alias("contact")), [ID, "row"])
+                    .where(F.col("cpos") != F.col("pos")))
+        asked = (contacts.join(slots.select(F.col(ID).alias("contact"), "pos", F.col("entry").alias("cand")),
+                               ["contact", "pos"], "left")
+                 .withColumn("ok", F.col("cand").isNotNull() & (F.col("cand") >= 0) & (F.col("cand") != F.col(ID))))
+        asked = asked.join(dead_df, asked.cand == dead_df.dead, "left").withColumn(
+            "ok", F.col("ok") & F.col("dead").isNull()).drop("dead")
+        asked = _with_distance(asked, overlay.ring_bc, ID, "contact", "cdist").localCheckpoint()
+        first = asked.groupBy(ID, "pos").agg(F.min(F.when(F.col("ok"), F.col("cdist"))).alias("first_ok"),
+                                             F.min_by(F.when(F.col("ok"), F.col("cand")),
+                                                      F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
+        counted = asked.join(first, [ID, "pos"]).where(F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
+        messages += 2 * counted.count()
+        found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
+        fixes.append(found)
+        todo = todo.join(found, [ID, "pos"], "left_anti").localCheckpoint()
+        log(f"routing-table repair, asking row r+{shift}: {found.count()} entries replaced, {todo.count()} left")
+    fix = fixes[0].unionByName(fixes[1])
+    repaired = fix.count()
+    rows = (slots.join(fix, [ID, "pos"], "left")
+            .join(dead_df, slots.entry == dead_df.dead, "left")
+            .select(ID, "pos", F.when(F.col("new_entry").isNotNull(), F.col("new_entry"))
+                    .when(F.col("dead").isNotNull(), F.lit(-1)).otherwise(F.col("entry")).alias("entry")))
+    tables = rows.groupBy(ID).agg(F.sort_array(F.collect_list(F.struct("pos", "entry"))).alias("s")).select(
+        ID, F.col("s.entry").alias("rt"))
+    out = state.drop("rt").join(tables, ID).select(ID, "leaf", "rt", "nbr").localCheckpoint()
+    return out, {"holes": n_holes, "repaired": repaired, "messages": messages}
+
+
+def repair(overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+    """Repair leaf sets then routing tables; return the repaired overlay (dead entries skipped) and counts."""
+    state, leaf_msgs = repair_leaf_sets(overlay, dead, log)
+    state, rt = repair_routing_tables(overlay, state, dead, log)
+    repaired = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
+    out = without_dead(repaired, dead)
+    return out, {"leaf_messages": leaf_msgs, "table_messages": rt["messages"], "table_holes": rt["holes"],
+                 "table_repaired": rt["repaired"]}
