@@ -171,3 +171,19 @@ def test_superstep_progress_is_reported(spark, overlay_1500):
     ov.route(overlay_1500, msgs, log=lines.append)
     assert lines[0].startswith("superstep 1: ") and "messages in flight" in lines[0]
     assert lines[-1].startswith(f"superstep {len(lines)}: 0 messages in flight")
+
+
+def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay_1500, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_graphframes(name, *args, **kwargs):
+        if name.startswith("graphframes"):
+            raise ImportError("No module named 'graphframes'")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_graphframes)
+    with pytest.raises(RuntimeError, match="--packages io.graphframes"):
+        overlay_1500.as_graphframe()
+    # the same data in GraphFrame layout, without the package
+    edges = overlay_1500.routing_edges()
+    assert edges.columns == ["src", "dst", "row", "col"] and "id" in overlay_1500.state.columns

@@ -63,6 +63,25 @@ class Overlay:
     def unpersist(self) -> None:
         self.state.unpersist()
 
+    def as_graphframe(self):
+        """Return the overlay as a GraphFrame (vertices = node state, edges = routing-table entries).
+
+        Optional: needs the `graphframes` Python package and its JVM jar on the classpath
+        (e.g. `spark-submit --packages io.graphframes:graphframes-spark4_2.13:<version>`).
+        Nothing else in scribe-spark uses it.
+        """
+        hint = ("overlay.as_graphframe() needs the GraphFrames package: pip install graphframes-py and "
+                "spark-submit --packages io.graphframes:graphframes-spark4_2.13:<version>; the state is also "
+                "available without it as overlay.state (vertices) and overlay.routing_edges() (edges)")
+        try:
+            from graphframes import GraphFrame
+        except ImportError as e:
+            raise RuntimeError(f"{hint} (the Python package is missing: {e})") from None
+        try:
+            return GraphFrame(self.state, self.routing_edges())
+        except Exception as e:   # the JVM side is missing: py4j reports it in several ways
+            raise RuntimeError(f"{hint} (the JVM package is not on the classpath: {type(e).__name__})") from None
+
 
 def _list_array(lists: list[np.ndarray]) -> pa.ListArray:
     lens = np.fromiter((len(x) for x in lists), dtype=np.int32, count=len(lists))
