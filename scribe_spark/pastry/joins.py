@@ -1,0 +1,245 @@
+"""Pastry node joins as supersteps (SPEC section 2): an overlay grown one batch of newcomers at a time.
+
+For each newcomer X of a batch, all at once:
+1. its contact A is the member nearest to X by proximity;
+2. a JOIN message routes from A to X's id (supersteps over the members' state), recording
+   the route Z_0 = A, Z_1, ..., Z_k;
+3. X's routing-table row i comes from Z_i's row i (rows past k from Z_k), keeping for each
+   entry the nearest candidate that is valid for X (Z_i itself is a candidate); X's leaf set
+   comes from Z_k's, its neighborhood set from A's;
+4. X sends its state to every node it names; each of them takes X into its leaf set,
+   routing table (empty entry, or X nearer) or neighborhood set where X fits.
+Newcomers of the same batch do not know each other yet, so a leaf-set exchange (each node
+sends its leaf set to its leaf-set members, who keep the nearest ones) runs as supersteps
+until no leaf set changes, as Pastry's leaf-set maintenance would.
+Every transfer counts as one message.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from scribe_spark import ids
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry.failures import _layout, _state_batch
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _columns, _list_array, _offsets_values,
+                                         messages_frame, next_hop)
+from scribe_spark.topology import Proximity
+
+
+def sub_ring(ring: Ring, members: np.ndarray) -> Ring:
+    """Return the ring of `members` only (numbered 0..len-1 in the order given)."""
+    p = ring.prox
+    prox = Proximity(p.model, None if p.coords is None else p.coords[members],
+                     None if p.site is None else p.site[members], p.site_delay, p.lan)
+    return Ring(ring.hi[members], ring.lo[members], ring.b, ring.leaf_set, ring.neighborhood, prox)
+
+
+def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Overlay:
+    """Converged state of the first members, in the full ring's node numbers."""
+    sub = sub_ring(ring, members)
+    local = np.arange(len(members))
+    to_full = lambda lists: [members[np.asarray(x, dtype=np.int64)] if len(x) else np.asarray(x, dtype=np.int64)
+                             for x in lists]
+    rt = [np.where(np.asarray(r) >= 0, members[np.maximum(np.asarray(r, dtype=np.int64), 0)], -1)
+          for r in kernels.routing_tables(sub, local, "proximity", 0)]
+    batch = _state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
+                         to_full(kernels.neighborhood_sets(sub, local)))
+    state = spark.createDataFrame(pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
+    state.count()
+    return Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
+
+
+def _valid(ring: Ring, x: int, cand: np.ndarray, r: int, c: int) -> np.ndarray:
+    """Which candidates may fill X's routing-table entry (r, c): r shared digits and digit c at r."""
+    n = len(cand)
+    pre = ids.shared_prefix_digits(ring.hi[cand], ring.lo[cand], np.full(n, ring.hi[x]), np.full(n, ring.lo[x]), ring.b)
+    return (pre == r) & (ids.digit(ring.hi[cand], ring.lo[cand], r, ring.b) == c) & (cand != x)
+
+
+def _entry_of(ring: Ring, me: int, y: np.ndarray) -> np.ndarray:
+    """Routing-table slot of node(s) y in me's table: r * 2^b + digit r of y, r = shared digits."""
+    n = len(y)
+    r = ids.shared_prefix_digits(ring.hi[y], ring.lo[y], np.full(n, ring.hi[me]), np.full(n, ring.lo[me]), ring.b)
+    r = np.minimum(r, ring.digits - 1)
+    return r * (1 << ring.b) + ids.digit(ring.hi[y], ring.lo[y], r, ring.b)
+
+
+def _newcomer_task(ring_bc, n_members_bc) -> Callable:
+    """Build each newcomer's state from its route's rows, the last node's leaf set and A's neighbors."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, n_members = ring_bc.value, n_members_bc.value
+        cols = 1 << ring.b
+        for col in _columns(batches):
+            xs = col["x"].to_numpy().astype(np.int64)
+            path_v, path_o = _offsets_values(col["path"])
+            rts = col["rts"].to_pylist()
+            last_leaf = col["last_leaf"].to_pylist()
+            a_nbr = col["a_nbr"].to_pylist()
+            leaf, rt, nbr = [], [], []
+            for i, x in enumerate(xs):
+                path = path_v[path_o[i]:path_o[i + 1]]
+                rows = rts[i]
+                width = max(len(r) for r in rows) // cols
+                table = np.full(width * cols, -1, dtype=np.int64)
+                for r in range(width):
+                    src = min(r, len(path) - 1)
+                    cand = np.asarray(rows[src][r * cols:(r + 1) * cols], dtype=np.int64)
+                    cand = np.unique(np.concatenate([cand[cand >= 0], [path[src]]]))
+                    for c in range(cols):
+                        ok = cand[_valid(ring, x, cand, r, c)]
+                        if len(ok):
+                            table[r * cols + c] = ok[np.argmin(ring.prox.dist(np.full(len(ok), x), ok))]
+                rt.append(table)
+                leaf.append(_layout(ring, x, np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64), n_members + 1))
+                near = np.unique(np.asarray(a_nbr[i] + [int(path[0])], dtype=np.int64))
+                nbr.append(near[np.argsort(ring.prox.dist(np.full(len(near), x), near), kind="stable")][:ring.neighborhood])
+            yield _state_batch(xs, leaf, rt, nbr)
+    return _
+
+
+def _update_task(ring_bc, n_members_bc) -> Callable:
+    """A member takes the newcomers that named it into its leaf set, routing table and neighbors."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, n_members = ring_bc.value, n_members_bc.value
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            lv, lo = _offsets_values(col["leaf"])
+            rv, ro = _offsets_values(col["rt"])
+            nv, no = _offsets_values(col["nbr"])
+            news = col["news"].to_pylist()
+            leaf, rt, nbr = [], [], []
+            for i, m in enumerate(me):
+                new = np.asarray(news[i], dtype=np.int64)
+                leaf.append(_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], new]), n_members))
+                table = rv[ro[i]:ro[i + 1]].copy()
+                slot = _entry_of(ring, m, new)
+                if len(slot) and slot.max() >= len(table):   # a newcomer opens a new row
+                    cols = 1 << ring.b
+                    table = np.concatenate([table, np.full((slot.max() // cols + 1) * cols - len(table), -1)])
+                dm = ring.prox.dist(np.full(len(new), m), new)
+                for s, y, d in zip(slot, new, dm):
+                    if s < len(table) and (table[s] < 0 or d < ring.prox.dist(np.array([m]), table[s:s + 1])[0]):
+                        table[s] = y
+                rt.append(table)
+                near = np.unique(np.concatenate([nv[no[i]:no[i + 1]], new]))
+                near = near[near != m]
+                nbr.append(near[np.argsort(ring.prox.dist(np.full(len(near), m), near), kind="stable")][:ring.neighborhood])
+            yield _state_batch(me, leaf, rt, nbr)
+    return _
+
+
+def _merge_leaf_task(ring_bc, n_members_bc) -> Callable:
+    schema = pa.schema([(ID, pa.int64(), False), ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, n_members = ring_bc.value, n_members_bc.value
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            lv, lo = _offsets_values(col["leaf"])
+            cv, co = _offsets_values(col["cand"])
+            out = [_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], cv[co[i]:co[i + 1]]]), n_members)
+                   for i, m in enumerate(me)]
+            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(out)], schema=schema)
+    return _
+
+
+def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) -> DataFrame:
+    """Route JOIN messages from the contacts to the newcomers' ids; return (x, path)."""
+    ring = overlay.ring
+    spark = overlay.state.sparkSession
+    msgs = (messages_frame(spark, contacts, ring.hi[xs], ring.lo[xs]).select("mid", "key_hi", "key_lo", "at")
+            .withColumn("x", F.element_at(F.array([F.lit(int(v)) for v in xs]), F.col("mid").cast("int") + 1))
+            .withColumn("path", F.array("at")))
+    done: list[DataFrame] = []
+    k = 0
+    while True:
+        k += 1
+        stepped = next_hop(overlay, msgs).localCheckpoint()
+        done.append(stepped.where("delivered").select("x", "path"))
+        msgs = (stepped.where(~F.col("delivered"))
+                .select("mid", "key_hi", "key_lo", F.col("next").alias("at"), "x",
+                        F.concat("path", F.array("next")).alias("path")).localCheckpoint())
+        left = msgs.count()
+        log(f"JOIN superstep {k}: {left} messages in flight")
+        if left == 0 or k > 4 * ring.digits + 16:
+            break
+    out = done[0]
+    for d in done[1:]:
+        out = out.unionByName(d)
+    return out
+
+
+def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+    """Join the newcomers `xs` to the overlay of `members`; return the new overlay and message counts."""
+    ring = overlay.ring
+    spark = overlay.state.sparkSession
+    sc = spark.sparkContext
+    contacts = ring.prox.nearest(xs, members)
+    paths = _route_paths(overlay, contacts, xs, log).localCheckpoint()
+    state = overlay.state
+    n_after = sc.broadcast(len(members) + len(xs))
+    # gather, per newcomer, its route's routing tables, the last node's leaf set and A's neighbors
+    hops = paths.select("x", "path", F.posexplode("path").alias("i", "z"))
+    rows = (hops.join(state.select(F.col(ID).alias("z"), "rt"), "z")
+            .groupBy("x").agg(F.sort_array(F.collect_list(F.struct("i", "rt"))).alias("s"))
+            .select("x", F.col("s.rt").alias("rts")))
+    last = paths.select("x", "path", F.element_at("path", -1).alias("zk"), F.element_at("path", 1).alias("a"))
+    last = (last.join(state.select(F.col(ID).alias("zk"), F.col("leaf").alias("last_leaf")), "zk")
+            .join(state.select(F.col(ID).alias("a"), F.col("nbr").alias("a_nbr")), "a"))
+    built = (last.join(rows, "x").select("x", "path", "rts", "last_leaf", "a_nbr")
+             .mapInArrow(_newcomer_task(overlay.ring_bc, n_after), STATE_SCHEMA).localCheckpoint())
+    route_msgs = paths.select(F.sum(F.size("path") - 1)).first()[0] or 0
+    transfer_msgs = paths.select(F.sum(F.size("path") + 1)).first()[0] or 0   # rows from each Z_i, leaf, neighbors
+    # X announces itself to everyone it names
+    named = built.select(ID, F.array_distinct(F.filter(F.concat("leaf", "rt", "nbr"), lambda v: v >= 0)).alias("to"))
+    notes = named.select(F.col(ID).alias("x"), F.explode("to").alias(ID)).where(F.col(ID).isin([int(v) for v in xs]) == False)  # noqa: E712
+    notify_msgs = notes.count()
+    inbox = notes.groupBy(ID).agg(F.collect_list("x").alias("news"))
+    updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, n_after), STATE_SCHEMA))
+    state = (state.join(inbox.select(ID), ID, "left_anti").unionByName(updated).unionByName(built)
+             .repartition(max(1, sc.defaultParallelism), ID).localCheckpoint())
+    # leaf-set exchange until stable (newcomers of this batch learn of each other)
+    exchange_msgs = 0
+    for k in range(1, 20):
+        sent = state.select(F.explode("leaf").alias(ID), F.concat(F.array(ID), "leaf").alias("c"))
+        exchange_msgs += sent.count()
+        got = sent.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
+        merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
+            _merge_leaf_task(overlay.ring_bc, n_after), "id long, new_leaf array<long>")
+        changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
+        n_changed = changed.count()
+        log(f"leaf-set exchange {k}: {n_changed} leaf sets changed")
+        if n_changed == 0:
+            break
+        state = (state.join(merged, ID, "left").select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr")
+                 .localCheckpoint())
+    state = state.persist()
+    state.count()
+    overlay.state.unpersist()
+    counts = {"route": int(route_msgs), "transfer": int(transfer_msgs), "notify": int(notify_msgs),
+              "leaf_exchange": int(exchange_msgs)}
+    return Overlay(ring, overlay.ring_bc, state, "proximity"), counts
+
+
+def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.random.Generator,
+         log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+    """Grow an overlay of all ring nodes: `initial` converged members, then joins of `batch` nodes."""
+    order = rng.permutation(ring.n)
+    members = np.sort(order[:initial])
+    overlay = initial_overlay(spark, ring, members)
+    totals: dict = {}
+    for s in range(initial, ring.n, batch):
+        xs = np.sort(order[s:s + batch])
+        overlay, counts = join_batch(overlay, members, xs, log)
+        members = np.sort(np.concatenate([members, xs]))
+        for k, v in counts.items():
+            totals[k] = totals.get(k, 0) + v
+        log(f"{len(members)} members after joining {len(xs)} ({counts})")
+    return overlay, totals
