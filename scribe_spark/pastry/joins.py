@@ -25,9 +25,9 @@ from pyspark.sql import functions as F
 
 from scribe_spark import ids
 from scribe_spark.pastry import kernels
-from scribe_spark.pastry.failures import _layout, _state_batch
+from scribe_spark.pastry.failures import _layout, _leaf_merge, _state_batch
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _columns, _list_array, _offsets_values,
+from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _columns, _offsets_values,
                                          messages_frame, next_hop)
 from scribe_spark.topology import Proximity
 
@@ -134,21 +134,6 @@ def _update_task(ring_bc, n_members_bc) -> Callable:
     return _
 
 
-def _merge_leaf_task(ring_bc, n_members_bc) -> Callable:
-    schema = pa.schema([(ID, pa.int64(), False), ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
-
-    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, n_members = ring_bc.value, n_members_bc.value
-        for col in _columns(batches):
-            me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = _offsets_values(col["leaf"])
-            cv, co = _offsets_values(col["cand"])
-            out = [_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], cv[co[i]:co[i + 1]]]), n_members)
-                   for i, m in enumerate(me)]
-            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(out)], schema=schema)
-    return _
-
-
 def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) -> DataFrame:
     """Route JOIN messages from the contacts to the newcomers' ids; return (x, path)."""
     ring = overlay.ring
@@ -184,6 +169,9 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
     paths = _route_paths(overlay, contacts, xs, log).localCheckpoint()
     state = overlay.state
     n_after = sc.broadcast(len(members) + len(xs))
+    missing = np.ones(ring.n, dtype=bool)      # nodes not in the overlay after this batch
+    missing[members] = missing[xs] = False
+    absent = sc.broadcast(missing)
     # gather, per newcomer, its route's routing tables, the last node's leaf set and A's neighbors
     hops = paths.select("x", "path", F.posexplode("path").alias("i", "z"))
     rows = (hops.join(state.select(F.col(ID).alias("z"), "rt"), "z")
@@ -211,7 +199,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
         exchange_msgs += sent.count()
         got = sent.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
-            _merge_leaf_task(overlay.ring_bc, n_after), "id long, new_leaf array<long>")
+            _leaf_merge(overlay.ring_bc, absent), "id long, new_leaf array<long>")
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
         n_changed = changed.count()
         log(f"leaf-set exchange {k}: {n_changed} leaf sets changed")
