@@ -86,11 +86,11 @@ class Simulation:
 
     def _send(self, t: float, src: tuple, dst: tuple, size: int) -> float:
         """Arrival time of a message on the FIFO link src -> dst (('c', id) or ('s', id))."""
-        ra = self.place.client_region[src[1]] if src[0] == "c" else self.place.server_region[src[1]]
-        rb = self.place.client_region[dst[1]] if dst[0] == "c" else self.place.server_region[dst[1]]
         self.stats.messages += 1
         if src == dst:
             return t      # inside one server: no delay, and sends leave in processing order
+        ra = self.place.client_region[src[1]] if src[0] == "c" else self.place.server_region[src[1]]
+        rb = self.place.client_region[dst[1]] if dst[0] == "c" else self.place.server_region[dst[1]]
         arrive = t + self.place.delay(ra, rb, self.rng)
         if src[0] == "s" and dst[0] == "s":
             self.stats.bytes_out[src[1]] = self.stats.bytes_out.get(src[1], 0) + size
