@@ -70,10 +70,10 @@ def _entry_of(ring: Ring, me: int, y: np.ndarray) -> np.ndarray:
     return r * (1 << ring.b) + ids.digit(ring.hi[y], ring.lo[y], r, ring.b)
 
 
-def _newcomer_task(ring_bc, n_members_bc) -> Callable:
+def _newcomer_task(ring_bc, absent_bc) -> Callable:
     """Build each newcomer's state from its route's rows, the last node's leaf set and A's neighbors."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, n_members = ring_bc.value, n_members_bc.value
+        ring, n_members = ring_bc.value, int((~absent_bc.value).sum())   # members after this batch
         cols = 1 << ring.b
         for col in _columns(batches):
             xs = col["x"].to_numpy().astype(np.int64)
@@ -96,17 +96,17 @@ def _newcomer_task(ring_bc, n_members_bc) -> Callable:
                         if len(ok):
                             table[r * cols + c] = ok[np.argmin(ring.prox.dist(np.full(len(ok), x), ok))]
                 rt.append(table)
-                leaf.append(_layout(ring, x, np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64), n_members + 1))
+                leaf.append(_layout(ring, x, np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64), n_members))
                 near = np.unique(np.asarray(a_nbr[i] + [int(path[0])], dtype=np.int64))
                 nbr.append(near[np.argsort(ring.prox.dist(np.full(len(near), x), near), kind="stable")][:ring.neighborhood])
             yield _state_batch(xs, leaf, rt, nbr)
     return _
 
 
-def _update_task(ring_bc, n_members_bc) -> Callable:
+def _update_task(ring_bc, absent_bc) -> Callable:
     """A member takes the newcomers that named it into its leaf set, routing table and neighbors."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, n_members = ring_bc.value, n_members_bc.value
+        ring, n_members = ring_bc.value, int((~absent_bc.value).sum())   # members after this batch
         for col in _columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
             lv, lo = _offsets_values(col["leaf"])
@@ -168,7 +168,6 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
     contacts = ring.prox.nearest(xs, members)
     paths = _route_paths(overlay, contacts, xs, log).localCheckpoint()
     state = overlay.state
-    n_after = sc.broadcast(len(members) + len(xs))
     missing = np.ones(ring.n, dtype=bool)      # nodes not in the overlay after this batch
     missing[members] = missing[xs] = False
     absent = sc.broadcast(missing)
@@ -181,7 +180,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
     last = (last.join(state.select(F.col(ID).alias("zk"), F.col("leaf").alias("last_leaf")), "zk")
             .join(state.select(F.col(ID).alias("a"), F.col("nbr").alias("a_nbr")), "a"))
     built = (last.join(rows, "x").select("x", "path", "rts", "last_leaf", "a_nbr")
-             .mapInArrow(_newcomer_task(overlay.ring_bc, n_after), STATE_SCHEMA).localCheckpoint())
+             .mapInArrow(_newcomer_task(overlay.ring_bc, absent), STATE_SCHEMA).localCheckpoint())
     route_msgs = paths.select(F.sum(F.size("path") - 1)).first()[0] or 0
     transfer_msgs = paths.select(F.sum(F.size("path") + 1)).first()[0] or 0   # rows from each Z_i, leaf, neighbors
     # X announces itself to everyone it names
@@ -189,7 +188,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
     notes = named.select(F.col(ID).alias("x"), F.explode("to").alias(ID)).where(F.col(ID).isin([int(v) for v in xs]) == False)  # noqa: E712
     notify_msgs = notes.count()
     inbox = notes.groupBy(ID).agg(F.collect_list("x").alias("news"))
-    updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, n_after), STATE_SCHEMA))
+    updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, absent), STATE_SCHEMA))
     state = (state.join(inbox.select(ID), ID, "left_anti").unionByName(updated).unionByName(built)
              .repartition(max(1, sc.defaultParallelism), ID).localCheckpoint())
     # leaf-set exchange until stable (newcomers of this batch learn of each other)
