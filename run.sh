@@ -4,6 +4,7 @@
 #   ./run.sh test [PYTEST ARGS]    run the test suite
 #   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL]
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
+#   ./run.sh package               build the --py-files zip of the library (prints its path)
 #   ./run.sh list                  list the experiments
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -189,12 +190,13 @@ quick_tour() {
 
 cmd="${1:-tour}"
 case "$cmd" in
-  -h|--help|help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   list) experiments; exit 0 ;;
 esac
 setup
 case "$cmd" in
   tour) quick_tour ;;
+  package) package_library ;;   # the --py-files zip for non-local masters (prints its path)
   cluster)
     case "${2:-}" in
       start) cluster_start ;;

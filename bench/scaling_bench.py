@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,11 +123,8 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
            "--conf", "spark.sql.shuffle.partitions=8", "--conf", "spark.ui.showConsoleProgress=false",
            "--driver-java-options", f"-Dlog4j.configurationFile=file:{ROOT}/conf/spark/log4j2.properties"]
     if mode == "standalone":
-        zip_path = ROOT / "data/build/scribe_spark.zip"     # what ./run.sh ships with --py-files
-        zip_path.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
-            for f in sorted((ROOT / "scribe_spark").rglob("*.py")):
-                z.write(f, f.relative_to(ROOT))
+        zip_path = subprocess.run([str(ROOT / "run.sh"), "package"], capture_output=True, text=True,
+                                  check=True).stdout.strip().splitlines()[-1]   # what run.sh ships with --py-files
         cmd += ["--py-files", str(zip_path), "--executor-memory", os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
     cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
     peak, stop = [0], threading.Event()
