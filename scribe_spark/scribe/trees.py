@@ -24,7 +24,7 @@ from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.topics import Topics
 
-TOPIC, NODE = "topic", "node"
+TOPIC, NODE, LAST = "topic", "node", "last"
 
 SUBSCRIPTION_SCHEMA = T.StructType([T.StructField(TOPIC, T.LongType(), False),
                                     T.StructField(NODE, T.LongType(), False)])
@@ -56,26 +56,63 @@ def subscriptions_frame(spark: SparkSession, topic: np.ndarray, node: np.ndarray
 def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,
               log: Callable[[str], None] = print, max_supersteps: int | None = None) -> Trees:
     """Route every SUBSCRIBE at once and return the resulting trees."""
-    spark = subscriptions.sparkSession
-    keys = topic_keys(spark, topics)
+    senders = subscriptions.select(TOPIC, NODE, F.lit(None).cast("long").alias(LAST))
+    r = route_subscribes(overlay, topics, senders, None, log, max_supersteps)
+    return Trees(r.edges.select(TOPIC, SRC, DST).localCheckpoint(), r.members, r.roots, r.supersteps)
+
+
+@dataclass
+class Routed:
+    """What a round of SUBSCRIBE routing produced."""
+
+    edges: DataFrame      # topic, src, dst, last: one per SUBSCRIBE hop (the new child -> parent edges)
+    members: DataFrame    # topic, node: the members given plus every node that joined
+    roots: DataFrame      # topic, node: where a SUBSCRIBE was delivered (Pastry's destination)
+    supersteps: int
+
+
+def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, members: DataFrame | None,
+                     log: Callable[[str], None] = print, max_supersteps: int | None = None,
+                     detect_roots: bool = False) -> Routed:
+    """Route SUBSCRIBE(topic) from every sender (topic, node, last) through forward upcalls.
+
+    Senders send whether or not they are in `members` (a repair SUBSCRIBE comes from a tree
+    node). At each later node: add the sender as child; stop if the node is a member, else
+    join and forward. Messages meeting at a (topic, node) collapse into one that carries the
+    smallest `last` (the last delivered sequence number, for the reliable extension). A
+    message delivered at a non-member makes it the root; with `detect_roots` a message that
+    stops at a member which is Pastry's destination marks that member as root too (root
+    failover: the new numerically closest node already was a forwarder).
+    """
+    keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
-    # superstep 0: every subscriber is in its topic's tree and sends SUBSCRIBE
-    arrivals = subscriptions.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"))
-    members = None
+    arrivals = senders.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"), LAST)
     edges, roots = [], []
     k = 0
     while True:
         t0 = time.time()
         arrivals = arrivals.localCheckpoint()
         edges.append(arrivals.where(F.col("from").isNotNull())
-                     .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST)))
-        arrived = arrivals.select(TOPIC, F.col("at").alias(NODE)).distinct()
-        joining = arrived if members is None else arrived.join(members, [TOPIC, NODE], "left_anti")
+                     .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
+        arrived = arrivals.groupBy(TOPIC, F.col("at").alias(NODE)).agg(F.min(LAST).alias(LAST))
+        if k == 0 or members is None:
+            joining = arrived
+        else:
+            joining = arrived.join(members, [TOPIC, NODE], "left_anti")
+            if detect_roots:
+                stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
+                at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, "at"))
+                roots.append(at_root.where("delivered").select(TOPIC, F.col("at").alias(NODE)))
         joining = joining.localCheckpoint()
-        members = joining if members is None else members.unionByName(joining).localCheckpoint()
+        new = joining.select(TOPIC, NODE)
+        if members is None:
+            members = new
+        else:   # step 0 senders may be members already
+            members = members.unionByName(new)
+            members = (members.distinct() if k == 0 else members).localCheckpoint()
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
         roots.append(hop.where("delivered").select(TOPIC, F.col("at").alias(NODE)))
-        arrivals = hop.where(~F.col("delivered")).select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"))
+        arrivals = hop.where(~F.col("delivered")).select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST)
         n = arrivals.count()
         log(f"subscribe superstep {k}: {n} SUBSCRIBE messages in flight ({time.time() - t0:.1f}s)")
         if n == 0:
@@ -83,9 +120,7 @@ def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,
         k += 1
         if k > limit:
             raise RuntimeError(f"subscribe did not converge within {limit} supersteps")
-    edge_df = _union(edges).localCheckpoint()
-    root_df = _union(roots).localCheckpoint()
-    return Trees(edge_df, members, root_df, k + 1)
+    return Routed(_union(edges).localCheckpoint(), members, _union(roots).distinct().localCheckpoint(), k + 1)
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
