@@ -59,13 +59,63 @@ class SequentialScribe:
     def unsubscribe(self, topic: int, node: int) -> None:
         """Node leaves; empty non-subscriber forwarders are pruned up the tree."""
         self.subscribed.discard((topic, node))
-        while (not self.children.get((topic, node)) and (topic, node) not in self.subscribed
-               and (topic, node) in self.parent):
-            p = self.parent.pop((topic, node))
-            self.children.pop((topic, node), None)
-            self.children[(topic, p)].discard(node)
-            node = p
+        self._prune(topic, node)
 
     def edges(self) -> set[tuple[int, int, int]]:
         """Return the tree edges as (topic, child, parent)."""
         return {(t, c, p) for (t, c), p in self.parent.items()}
+
+    def fail(self, dead: set[int], state: dict[int, tuple[list[int], list[int], list[int]]]) -> None:
+        """Nodes in `dead` stop; repair the trees message by message on the repaired Pastry `state`.
+
+        The same protocol as `repair.repair_trees`: dead children expire (and empty forwarders
+        unsubscribe), orphans re-subscribe one at a time, a new root drops its own parent.
+        """
+        self.state = state
+        self.subscribed = {(t, n) for t, n in self.subscribed if n not in dead}
+        for key in [k for k in self.children if k[1] in dead]:
+            del self.children[key]
+        for ch in self.children.values():
+            ch -= dead
+        for key in [k for k in self.parent if k[1] in dead]:
+            del self.parent[key]
+        for t, n in list(self.parent):
+            self._prune(t, n)
+        orphans = [(t, c) for (t, c), p in self.parent.items() if p in dead]
+        for key in orphans:
+            del self.parent[key]
+        self.roots = {t: r for t, r in self.roots.items() if r not in dead}
+        for t, c in orphans:
+            self.resubscribe(t, c)
+        for t, r in list(self.roots.items()):
+            if (t, r) in self.parent:                 # a forwarder became root: it drops its parent
+                p = self.parent.pop((t, r))
+                self.children[(t, p)].discard(r)
+                self._prune(t, p)
+
+    def resubscribe(self, topic: int, node: int) -> None:
+        """A tree node whose parent died routes SUBSCRIBE again; it stops at the first member."""
+        sender, at = node, self.next_hop(node, topic)
+        if at is None:
+            self.roots[topic] = node
+            return
+        while True:
+            was_in = self.in_tree(topic, at)
+            self.children.setdefault((topic, at), set()).add(sender)
+            self.parent[(topic, sender)] = at
+            nxt = self.next_hop(at, topic)
+            if nxt is None:                 # Pastry delivers here: `at` is the root
+                self.roots[topic] = at
+                return
+            if was_in:
+                return
+            sender, at = at, nxt
+
+    def _prune(self, topic: int, node: int) -> None:
+        while (not self.children.get((topic, node)) and (topic, node) not in self.subscribed
+               and (topic, node) in self.parent):
+            p = self.parent.pop((topic, node))
+            self.children.pop((topic, node), None)
+            if (topic, p) in self.children:
+                self.children[(topic, p)].discard(node)
+            node = p

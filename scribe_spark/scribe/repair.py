@@ -1,0 +1,155 @@
+"""Scribe tree repair after silent node failures (SPEC section 3), as supersteps.
+
+What happens at the detection round, when children have missed `timeout` heartbeats (events
+count as heartbeats) and parents have stopped hearing from dead children:
+
+1. expiry: children-table entries of dead children are no longer refreshed and expire. A
+   forwarder left with no children that is not a subscriber sends UNSUBSCRIBE to its parent,
+   recursively (`trees.unsubscribe`).
+2. faultHandler: every live tree node whose parent is dead drops it and routes a repair
+   SUBSCRIBE(topic) carrying the last sequence number it delivered.
+3. forward upcalls: a member adds the sender as child and stops the message (a graft); a
+   non-member joins and forwards; messages meeting at one node collapse and keep the smallest
+   sequence number (`trees.route_subscribes`).
+4. root failover: where Pastry delivers a repair SUBSCRIBE (the live node numerically closest
+   to topicId) is the root. A new root that was a forwarder drops its own parent; that entry
+   expires and the old parent prunes itself as in 1. The new root has the topic's state
+   (creator, ACL, sequence counter) only if it is one of the `replicas` nodes of the old
+   root's leaf set nearest to the topicId, which the old root kept up to date; otherwise
+   the topic is lost (publishes are refused from then on).
+5. subscribeHandler at each graft: retransmit the buffered events above the request's
+   sequence number (reliable, ordered extension); the event stream is in `repair_experiment`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
+from scribe_spark.scribe import trees as tr
+from scribe_spark.scribe.topics import Topics
+from scribe_spark.scribe.trees import LAST, NODE, TOPIC, Trees
+
+
+@dataclass
+class TreeRepair:
+    """The repaired trees and what repairing them took."""
+
+    trees: Trees
+    grafts: DataFrame      # topic, src, dst, last: the edges the repair SUBSCRIBEs created
+    failover: pd.DataFrame  # topic, old_root, new_root, replicated (new root held the replicated state)
+    counts: dict
+
+
+def _nodes(spark, nodes: np.ndarray, name: str) -> DataFrame:
+    return F.broadcast(spark.createDataFrame(pd.DataFrame({name: np.asarray(nodes, dtype=np.int64)})))
+
+
+def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, int], k: int) -> dict[int, set[int]]:
+    """Return, per topic, the k members of its root's leaf set numerically closest to the topicId.
+
+    They hold the replicated root state. Closest to the topicId (not to the root) makes the next
+    root, the live node then closest to the topicId, one of them unless all k fail.
+    """
+    leaf = dict(zip(state[ID], state["leaf"]))
+    out = {}
+    for t, r in roots.items():
+        cand = np.unique(np.asarray(leaf[r], dtype=np.int64))
+        cand = cand[cand != r]
+        key = (int(topics.hi[t]) << 64) | int(topics.lo[t])
+        d = [min((key - x) % (1 << 128), (x - key) % (1 << 128))
+             for x in ((int(ring.hi[c]) << 64) | int(ring.lo[c]) for c in cand)]
+        out[int(t)] = set(cand[np.argsort(d, kind="stable")[:k]].tolist())
+    return out
+
+
+def fault_handler(orphans: DataFrame, last: DataFrame) -> DataFrame:
+    """Return the repair SUBSCRIBEs (topic, node, last) of orphans: each carries its last delivered sequence number."""
+    return orphans.join(last, TOPIC, "left").select(TOPIC, NODE, F.col(LAST).cast("long").alias(LAST))
+
+
+def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: DataFrame, dead: np.ndarray,
+                 last: DataFrame, replica_sets: dict[int, set[int]], log: Callable[[str], None] = print) -> TreeRepair:
+    """Repair every tree after the nodes in `dead` failed; `overlay` is the repaired Pastry overlay.
+
+    `last` gives (topic, last): the last sequence number the orphans of each topic delivered.
+    `replica_sets` maps each topic whose root failed to the nodes that hold its replicated state.
+    """
+    spark = subscriptions.sparkSession
+    dead_ids = np.flatnonzero(dead)
+    dead_src, dead_dst = _nodes(spark, dead_ids, SRC), _nodes(spark, dead_ids, DST)
+    dead_node = _nodes(spark, dead_ids, NODE)
+    n0 = trees.edges.count()
+
+    # 1. expiry of dead children, then UNSUBSCRIBE cascades
+    edges = trees.edges.join(dead_src, SRC, "left_anti").localCheckpoint()
+    expired = n0 - edges.count()
+    leaving = subscriptions.join(dead_node, NODE, "left_semi")
+    live_roots = trees.roots.join(dead_node, NODE, "left_anti")
+    pruned = tr.unsubscribe(Trees(edges, trees.members, live_roots, 0), subscriptions, leaving,
+                            log=lambda m: log(f"expiry: {m}"))
+    unsubscribes = n0 - expired - pruned.edges.count()
+
+    # 2. orphans: live nodes whose parent is dead
+    to_dead = pruned.edges.join(dead_dst, DST, "left_semi")
+    orphans = to_dead.select(TOPIC, F.col(SRC).alias(NODE)).localCheckpoint()
+    edges = pruned.edges.join(dead_dst, DST, "left_anti")
+    members = (edges.select(TOPIC, F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
+               .unionByName(orphans).unionByName(live_roots.select(TOPIC, NODE))
+               .unionByName(subscriptions.join(dead_node, NODE, "left_anti").select(TOPIC, NODE))
+               .distinct().localCheckpoint())
+    n_orphans = orphans.count()
+    log(f"{expired} children entries expired, {unsubscribes} UNSUBSCRIBE messages; {n_orphans} orphans re-subscribe")
+
+    # 3.-4. repair SUBSCRIBEs; roots where they are delivered
+    routed = tr.route_subscribes(overlay, topics, fault_handler(orphans, last), members,
+                                 log=lambda m: log(f"repair {m}"), detect_roots=True)
+    grafts = routed.edges.localCheckpoint()
+    new_roots = routed.roots.toPandas()
+    old_roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
+    failover = []
+    for t, r in zip(new_roots[TOPIC], new_roots[NODE]):
+        r0 = int(old_roots[t])
+        if r != r0:
+            if not dead[r0]:
+                raise RuntimeError(f"topic {t}: a repair SUBSCRIBE was delivered at {r}, but its root {r0} is alive")
+            failover.append({TOPIC: int(t), "old_root": r0, "new_root": int(r), "replicated": int(r) in replica_sets[int(t)]})
+    failover = pd.DataFrame(failover, columns=[TOPIC, "old_root", "new_root", "replicated"])
+    promoted = spark.createDataFrame(failover[[TOPIC, "new_root"]].rename(columns={"new_root": SRC}),
+                                     f"{TOPIC} long, {SRC} long")
+    n_promoted_edges = edges.join(promoted, [TOPIC, SRC], "left_semi").count()
+    edges = (edges.unionByName(grafts.select(TOPIC, SRC, DST))
+             .join(F.broadcast(promoted), [TOPIC, SRC], "left_anti").localCheckpoint())
+    roots = (live_roots.select(TOPIC, NODE)
+             .unionByName(spark.createDataFrame(failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE}),
+                                                f"{TOPIC} long, {NODE} long"))).localCheckpoint()
+    # the new roots' old parents lose a child whose entry expires: prune again
+    n1 = edges.count()
+    final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving,
+                           log=lambda m: log(f"after failover: {m}"))
+    unsubscribes += n1 - final.edges.count()
+    n_grafts = grafts.count()
+    counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
+              "subscribe_messages": n_grafts, "repair_supersteps": routed.supersteps,
+              "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
+              "topics_lost": int((~failover.replicated).sum())}
+    log(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
+        f"failovers ({counts['topics_lost']} without the replicated state)")
+    return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts)
+
+
+def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
+    """Return (topic, node) of the live nodes joined to a live root by live tree edges."""
+    from scribe_spark.scribe.metrics import tree_paths
+    spark = trees.edges.sparkSession
+    dead_ids = np.flatnonzero(dead)
+    edges = trees.edges.join(_nodes(spark, dead_ids, SRC), SRC, "left_anti").join(_nodes(spark, dead_ids, DST), DST, "left_anti")
+    roots = trees.roots.join(_nodes(spark, dead_ids, NODE), NODE, "left_anti")
+    paths = tree_paths(overlay, Trees(edges.select(TOPIC, SRC, DST), trees.members, roots, 0), log=lambda m: None)
+    return paths.select(TOPIC, NODE).toPandas()
