@@ -378,3 +378,53 @@ class PastryFailuresParams:
             sites = _matrix_sites(self.matrix)
             _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
         self.topology.validate("topology.")
+
+
+@dataclass(frozen=True)
+class ScribeRepairParams:
+    """SPEC S3: Scribe tree repair, with and without the reliable ordered extension, during an event stream."""
+
+    nodes: int = 5000
+    topics: int = 100
+    size_exponent: float = 1.25
+    min_size: int = 1
+    fail_fraction: float = 0.10
+    failed_roots: int = 10
+    rounds: int = 30
+    fail_round: int = 10
+    timeout: int = 3
+    publish_probability: float = 0.5
+    buffer: int = 8
+    replicas: int = 5
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    proximity: str = "plane"
+    matrix: str = ""
+    seed: int = 1
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
+        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
+        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
+        _require(1 <= self.min_size <= self.nodes, "min_size", "must be in 1..nodes", self.min_size)
+        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
+        failing = round(self.fail_fraction * self.nodes)
+        _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
+                 f"must leave at least leaf_set + 2 = {self.leaf_set + 2} live nodes", self.fail_fraction)
+        _require(0 <= self.failed_roots <= min(self.topics, failing), "failed_roots",
+                 f"must be in 0..min(topics, failing nodes = {failing})", self.failed_roots)
+        _require(self.timeout >= 1, "timeout", "must be >= 1 round", self.timeout)
+        _require(1 <= self.fail_round, "fail_round", "must be >= 1 (events flow before the failure)", self.fail_round)
+        _require(self.fail_round + self.timeout < self.rounds, "rounds",
+                 f"must exceed fail_round + timeout = {self.fail_round + self.timeout}", self.rounds)
+        _require(0.0 < self.publish_probability <= 1.0, "publish_probability", "must be in (0, 1]",
+                 self.publish_probability)
+        _require(self.buffer >= 0, "buffer", "must be >= 0", self.buffer)
+        _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+        _validate_pastry(self)
+        if self.proximity == "matrix":
+            sites = _matrix_sites(self.matrix)
+            _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
+        self.topology.validate("topology.")

@@ -102,7 +102,8 @@ def test_every_shipped_config_loads():
     from scribe_spark.config import ScribeParams, TnoOrderingParams, TnoSequencerParams, TnoSizeParams
     classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
                "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams,
-               "tno_sequencer": TnoSequencerParams, "pastry_failures": config.PastryFailuresParams}
+               "tno_sequencer": TnoSequencerParams, "pastry_failures": config.PastryFailuresParams,
+               "scribe_repair": config.ScribeRepairParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
         assert config.load(classes[f.stem], f) is not None, f
 

@@ -25,7 +25,7 @@ from scribe_spark.session import spark_session
 
 def group_sizes(p: ScribeParams) -> np.ndarray:
     """Return each topic's number of subscribers: fixed, or floor(N r^-e + 0.5) for rank r."""
-    if p.group_size:
+    if getattr(p, "group_size", 0):
         return np.full(p.topics, p.group_size, dtype=np.int64)
     r = np.arange(1, p.topics + 1, dtype=np.float64)
     return np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5).astype(np.int64), p.min_size, p.nodes)

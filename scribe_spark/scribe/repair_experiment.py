@@ -1,0 +1,276 @@
+"""Experiment scribe_repair (SPEC S3): an event stream while nodes (and some roots) fail and trees repair.
+
+Time runs in rounds of one heartbeat period. In each round every topic's publisher (a node
+that does not fail) publishes an event with probability `publish_probability`; the root
+numbers it and it reaches, in the same round, every subscriber joined to the root by live
+tree edges. At the start of round `fail_round` (F) the failing nodes stop. Children notice
+after `timeout` missed heartbeats, so repair (`repair.repair_trees`, on the repaired Pastry
+overlay) happens at the start of round D = F + timeout; from then on the repaired trees
+carry the stream.
+
+- plain Scribe: an event published in [F, D) reaches only subscribers still joined to a live
+  root; events sent to a dead root are lost.
+- reliable, ordered extension: every node keeps its last `buffer` events; a repair SUBSCRIBE
+  carries the last sequence number delivered and the graft point retransmits the buffered
+  events above it, which the orphan forwards down its subtree; a publisher whose root died
+  keeps its unacknowledged events and sends them, in order, to the new root, which numbers
+  them from the replicated counter.
+A topic whose new root lacks the replicated state is lost in both modes. Delivery ratio and
+order are measured per (topic, subscriber) on the delivery log for subscribers that stay alive.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from scribe_spark import report
+from scribe_spark.cli import Run
+from scribe_spark.config import ScribeRepairParams
+from scribe_spark.pastry import failures as fl, overlay as ov
+from scribe_spark.pastry.hops import make_ring, shared_network
+from scribe_spark.scribe import multicast, repair as rp, topics as tp, trees as tr
+from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.session import spark_session
+
+MODES = ("plain", "reliable")
+PHASES = ("before", "during", "after")
+
+
+def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost: np.ndarray,
+               fail_round: int, timeout: int, buffer: int, reliable: bool) -> pd.DataFrame:
+    """Return the delivery log (topic, node, event, seq, published, round), in delivery order.
+
+    pub[t, r]: topic t publishes in round r. subs: (topic, node, joined) for the live
+    subscribers; `joined` = still joined to a live root during the outage [F, D).
+    """
+    F, D = fail_round, fail_round + timeout
+    rows = []
+    for t in range(pub.shape[0]):
+        rounds = np.flatnonzero(pub[t])
+        s = subs[subs[TOPIC] == t]
+        if s.empty or not len(rounds):
+            continue
+        nodes, joined = s[NODE].to_numpy(), s["joined"].to_numpy()
+        seq, out = 0, []      # out: (event, seq, published, round, who, kind) with who a node mask
+        everyone = np.ones(len(nodes), dtype=bool)
+        held = []             # events a publisher keeps for the new root (reliable, dead root)
+        recent = []           # (event, seq, published) numbered by the live root during the outage
+        for e, r in enumerate(rounds):
+            if r >= D and held:               # the new root numbers the held events first, in order
+                for he, hr in held:
+                    seq += 1
+                    out.append((he, seq, hr, D, everyone, 0))
+                held = []
+            if r < F:
+                seq += 1
+                out.append((e, seq, r, r, everyone, 1))
+            elif r < D:
+                if root_dead[t]:
+                    if reliable and not lost[t]:
+                        held.append((e, r))
+                    continue
+                seq += 1
+                out.append((e, seq, r, r, joined, 1))
+                recent.append((e, seq, r))
+            elif not lost[t]:
+                seq += 1
+                out.append((e, seq, r, r, everyone, 1))
+        if held:   # nothing published at or after D: the held events still go out at D
+            for he, hr in held:
+                seq += 1
+                out.append((he, seq, hr, D, everyone, 0))
+        if reliable and recent:
+            # subscribeHandler at the graft point: its buffer holds the last `buffer` events it received
+            keep = recent[max(0, len(recent) - buffer):] if buffer else []
+            for he, hs, hr in keep:
+                out.append((he, hs, hr, D, ~joined, 0))
+        for e, sq, pr, dr, who, kind in out:
+            k = int(who.sum())
+            if k:
+                rows.append(pd.DataFrame({TOPIC: t, NODE: nodes[who], "event": e, "seq": sq, "published": pr,
+                                          "round": dr, "kind": kind}))
+    cols = [TOPIC, NODE, "event", "seq", "published", "round", "kind"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    log = pd.concat(rows, ignore_index=True)
+    # delivery order: by round; at round D retransmissions (kind 0) come before that round's own event,
+    # in the order they were sent
+    return log.sort_values(["round", "kind", "seq"], kind="stable").reset_index(drop=True)[cols]
+
+
+def phase_of(rounds: np.ndarray, fail_round: int, timeout: int) -> np.ndarray:
+    return np.where(rounds < fail_round, "before", np.where(rounds < fail_round + timeout, "during", "after"))
+
+
+def measure(log: pd.DataFrame, pub: np.ndarray, subs: pd.DataFrame, fail_round: int, timeout: int) -> pd.DataFrame:
+    """Return per phase: events, expected and delivered deliveries, ratios, loss, lateness and order."""
+    log = log.copy()
+    log["phase"] = phase_of(log.published.to_numpy(), fail_round, timeout)
+    # order: per subscriber, sequence numbers must rise strictly in delivery order (no reordering, no duplicates)
+    back = log.groupby([TOPIC, NODE], sort=False).seq.diff().fillna(1) <= 0
+    log["bad"] = back
+    per_topic = pd.DataFrame({TOPIC: np.arange(pub.shape[0])})
+    rows = []
+    for phase in PHASES:
+        r = np.flatnonzero(phase_of(np.arange(pub.shape[1]), fail_round, timeout) == phase)
+        per_topic["events"] = pub[:, r].sum(axis=1)
+        want = subs.merge(per_topic, on=TOPIC)
+        got = log[log.phase == phase]
+        n = got.groupby([TOPIC, NODE]).event.nunique().rename("got")
+        want = want.merge(n, left_on=[TOPIC, NODE], right_index=True, how="left").fillna({"got": 0})
+        has = want.events > 0
+        ratio = want.got[has] / want.events[has]
+        rows.append({"phase": phase, "subscribers": len(subs), "events": int(per_topic.events.sum()),
+                     "expected": int(want.events.sum()), "delivered": int(want.got.sum()),
+                     "delivery_ratio": want.got.sum() / max(1, want.events.sum()),
+                     "subscribers_with_loss": int((ratio < 1).sum()),
+                     "min_subscriber_ratio": float(ratio.min()) if len(ratio) else 1.0,
+                     "late_deliveries": int((got["round"] > got.published).sum()),
+                     "out_of_order_deliveries": int(got.bad.sum()),
+                     "out_of_order_subscribers": int(got[got.bad].groupby([TOPIC, NODE]).ngroups)})
+    return pd.DataFrame(rows)
+
+
+def per_round(log: pd.DataFrame, pub: np.ndarray, subs: pd.DataFrame) -> pd.DataFrame:
+    """Return per publish round: expected deliveries, the share delivered eventually and on time."""
+    size = subs.groupby(TOPIC).size().reindex(range(pub.shape[0]), fill_value=0).to_numpy()
+    expected = (pub * size[:, None]).sum(axis=0)
+    got = log.groupby("published").size().reindex(range(pub.shape[1]), fill_value=0).to_numpy()
+    on_time = log[log["round"] == log.published].groupby("published").size().reindex(range(pub.shape[1]),
+                                                                                      fill_value=0).to_numpy()
+    return pd.DataFrame({"round": np.arange(pub.shape[1]), "expected": expected,
+                         "delivered_fraction": got / np.maximum(1, expected),
+                         "on_time_fraction": on_time / np.maximum(1, expected)})
+
+
+def choose_failures(p: ScribeRepairParams, roots: np.ndarray, rng: np.random.Generator):
+    """Return (dead mask, publisher per topic): `failed_roots` topics' roots fail, publishers never do."""
+    dead = np.zeros(p.nodes, dtype=bool)
+    dead[roots[rng.choice(p.topics, p.failed_roots, replace=False)]] = True
+    publisher = rng.choice(np.flatnonzero(~dead), p.topics)
+    spare = np.setdiff1d(np.flatnonzero(~dead), publisher)
+    more = round(p.fail_fraction * p.nodes) - int(dead.sum())
+    if more > len(spare):
+        raise ValueError(f"key 'fail_fraction': cannot fail {more} more nodes besides the {p.topics} publishers")
+    dead[rng.choice(spare, max(0, more), replace=False)] = True
+    return dead, publisher
+
+
+def run(p: ScribeRepairParams, run: Run) -> None:
+    """Build trees, stream events, fail nodes, repair; write repair.csv, rounds.csv, messages.csv, plots."""
+    spark = spark_session(run.name)
+    t0 = time.time()
+    routers, matrix = shared_network(p, p.seed)
+    ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
+    overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
+    rng = np.random.default_rng([p.seed, p.nodes, 7])
+    names = [f"topic-{r}" for r in range(1, p.topics + 1)]
+    topics = tp.create(names, [f"creator-{r % 100}" for r in range(1, p.topics + 1)], secret=p.seed)
+    sizes = multicast.group_sizes(p)
+    sub_t = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
+    sub_n = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
+    trees = tr.subscribe(overlay, topics, subs_df, log=run.log)
+    roots = trees.roots.toPandas().set_index(TOPIC)[NODE].reindex(range(p.topics)).to_numpy()
+    run.log(f"{p.nodes} nodes, {p.topics} topics, {len(sub_t)} subscriptions: trees built ({time.time() - t0:.1f}s)")
+
+    dead, publisher = choose_failures(p, roots, rng)
+    pub = rng.random((p.topics, p.rounds)) < p.publish_probability
+    run.log(f"{int(dead.sum())} nodes fail at round {p.fail_round}, including {int(dead[roots].sum())} topic roots; "
+            f"detection after {p.timeout} rounds")
+
+    t0 = time.time()
+    repaired, pastry_counts = fl.repair(overlay, dead, log=lambda m: run.log(f"Pastry {m}"))
+    last = pd.DataFrame({TOPIC: np.arange(p.topics, dtype=np.int64),
+                         "last": pub[:, :p.fail_round].sum(axis=1).astype(np.int64)})
+    replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
+                               {t: roots[t] for t in np.flatnonzero(dead[roots])}, p.replicas)
+    joined = rp.connected(overlay, trees, dead)
+    fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, spark.createDataFrame(last), replica_sets,
+                            log=run.log)
+    repair_s = time.time() - t0
+
+    live = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
+    live = live[~dead[live[NODE].to_numpy()]].reset_index(drop=True)
+    reach = rp.connected(repaired, fixed.trees, dead)
+    missing = live.merge(reach, on=[TOPIC, NODE], how="left", indicator=True)
+    n_missing = int((missing._merge == "left_only").sum())
+    if n_missing:
+        raise RuntimeError(f"{n_missing} live subscriptions are not joined to a root after repair")
+    live["joined"] = pd.MultiIndex.from_frame(live[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(joined[[TOPIC, NODE]]))
+    root_dead = dead[roots]
+    lost = np.zeros(p.topics, dtype=bool)
+    lost[fixed.failover.loc[~fixed.failover.replicated, TOPIC].to_numpy(dtype=np.int64)] = True
+
+    tables, rounds = [], []
+    for mode in MODES:
+        log = deliveries(pub, live, root_dead, lost, p.fail_round, p.timeout, p.buffer, mode == "reliable")
+        tables.append(measure(log, pub, live, p.fail_round, p.timeout).assign(mode=mode))
+        rounds.append(per_round(log, pub, live).assign(mode=mode))
+        if mode == "reliable":
+            retransmitted = int((log.kind == 0).sum())
+    table = pd.concat(tables, ignore_index=True)
+    table = table[["mode"] + [c for c in table.columns if c != "mode"]]
+    rounds = pd.concat(rounds, ignore_index=True)
+
+    edge_counts = lambda df: df.groupBy(TOPIC).count().toPandas().set_index(TOPIC)["count"].reindex(
+        range(p.topics), fill_value=0).to_numpy()
+    e_before = edge_counts(trees.edges)
+    e_during = edge_counts(trees.edges.join(spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)})), "dst"))
+    e_after = edge_counts(fixed.trees.edges)
+    phase = phase_of(np.arange(p.rounds), p.fail_round, p.timeout)
+    per_phase_edges = np.stack([{"before": e_before, "during": e_during, "after": e_after}[ph] for ph in phase], axis=1)
+    heartbeats = int(((~pub) * per_phase_edges).sum())
+    c = fixed.counts
+    messages = pd.DataFrame([
+        {"kind": "pastry_leaf_set_repair", "messages": pastry_counts["leaf_messages"]},
+        {"kind": "pastry_routing_table_repair", "messages": pastry_counts["table_messages"]},
+        {"kind": "scribe_repair_subscribe", "messages": c["subscribe_messages"]},
+        {"kind": "scribe_unsubscribe", "messages": c["unsubscribe_messages"]},
+        {"kind": "scribe_heartbeats_all_rounds", "messages": heartbeats},
+        {"kind": "reliable_retransmitted_deliveries", "messages": retransmitted}])
+    failed = int(dead.sum())
+    repair = pd.DataFrame([{"failed_nodes": failed, "failed_roots": int(root_dead.sum()), **c,
+                            "scribe_repair_messages_per_failed_node": (c["subscribe_messages"] + c["unsubscribe_messages"]) / max(1, failed),
+                            "disconnected_subscribers": int((~live.joined).sum()), "live_subscribers": len(live),
+                            "detection_rounds": p.timeout, "repair_s": repair_s}])
+    report.write_csv(table, run.path("repair.csv"))
+    report.write_csv(rounds, run.path("rounds.csv"))
+    report.write_csv(messages, run.path("messages.csv"))
+    report.write_csv(repair, run.path("tree_repair.csv"))
+    report.write_csv(fixed.failover, run.path("failover.csv"))
+    _plots(p, run, rounds)
+    _summary(p, run, table, repair, messages, fixed.failover)
+    overlay.unpersist()
+
+
+def _plots(p: ScribeRepairParams, run: Run, rounds: pd.DataFrame) -> None:
+    with report.figure(run.path("delivery_by_round.png"), f"{p.nodes} nodes, {p.fail_fraction:.0%} fail at round "
+                       f"{p.fail_round}", "publish round", "share of deliveries") as ax:
+        for mode, style in zip(MODES, ("-o", "--s")):
+            r = rounds[rounds["mode"] == mode]
+            ax.plot(r["round"], r.delivered_fraction, style, ms=3, label=f"{mode}: delivered")
+        r = rounds[rounds["mode"] == "plain"]
+        ax.plot(r["round"], r.on_time_fraction, ":", label="on time (both)")
+        ax.axvspan(p.fail_round - 0.5, p.fail_round + p.timeout - 0.5, color="grey", alpha=0.15, label="outage")
+        ax.set_ylim(bottom=0)
+
+
+def _summary(p, run, table, repair, messages, failover) -> None:
+    run.path("summary.md").write_text(
+        f"# scribe_repair\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), {p.topics} topics "
+        f"(sizes floor(N r^-{p.size_exponent} + 0.5)), seed {p.seed}. Rounds of one heartbeat period; each topic "
+        f"publishes with probability {p.publish_probability} per round. {int(repair.failed_nodes[0])} nodes "
+        f"({p.fail_fraction:.0%}, including {int(repair.failed_roots[0])} roots; publishers never fail) fail at the "
+        f"start of round {p.fail_round}; children detect after {p.timeout} missed heartbeats, so repair takes effect "
+        f"in round {p.fail_round + p.timeout}. Phases are by publish round: before [0, {p.fail_round}), during "
+        f"[{p.fail_round}, {p.fail_round + p.timeout}), after. Reliable extension: buffers of {p.buffer} events, "
+        f"root state replicated on the {p.replicas} nodes of the root's leaf set nearest the topicId. Ratios are over subscribers that stay alive; order "
+        "is checked on the delivery log (sequence numbers must rise strictly per subscriber).\n\n"
+        + report.markdown_table(table, ".4f") + "\n\n## Tree repair\n\n" + report.markdown_table(repair.T.reset_index()
+                                                                                           .rename(columns={"index": "quantity", 0: "value"}), ".3f")
+        + "\n\n## Messages\n\n" + report.markdown_table(messages, ".0f")
+        + f"\n\n## Root failovers\n\n{len(failover)} topics changed root; "
+        f"{int((~failover.replicated).sum())} new roots lacked the replicated state (topic lost).\n")
