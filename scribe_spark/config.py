@@ -428,3 +428,45 @@ class ScribeRepairParams:
             sites = _matrix_sites(self.matrix)
             _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
         self.topology.validate("topology.")
+
+
+@dataclass(frozen=True)
+class ChurnParams:
+    """Churn run: nodes leave and join continuously (exponential sessions) while lookups and events go on."""
+
+    nodes: int = 2000
+    epochs: int = 8
+    epoch_s: float = 60.0
+    mean_session_s: float = 1800.0
+    lookups: int = 20_000
+    topics: int = 30
+    size_exponent: float = 1.25
+    min_size: int = 1
+    replicas: int = 5
+    b: int = 4
+    leaf_set: int = 16
+    neighborhood: int = 32
+    proximity: str = "plane"
+    matrix: str = ""
+    seed: int = 1
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2 * (self.leaf_set + 2), "nodes", f"must be >= 2 (leaf_set + 2) = {2 * (self.leaf_set + 2)}",
+                 self.nodes)
+        _require(self.epochs >= 1, "epochs", "must be >= 1", self.epochs)
+        _require(self.epoch_s > 0, "epoch_s", "must be > 0", self.epoch_s)
+        _require(self.mean_session_s > 0, "mean_session_s", "must be > 0", self.mean_session_s)
+        _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
+                 "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)", self.mean_session_s)
+        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
+        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
+        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
+        _require(1 <= self.min_size <= self.nodes, "min_size", "must be in 1..nodes", self.min_size)
+        _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+        _validate_pastry(self)
+        if self.proximity == "matrix":
+            sites = _matrix_sites(self.matrix)
+            _require(2 * self.nodes <= sites, "nodes", f"2 x nodes (with newcomers) exceeds the {sites} sites of the latency matrix",
+                     self.nodes)
+        self.topology.validate("topology.")

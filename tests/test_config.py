@@ -103,7 +103,7 @@ def test_every_shipped_config_loads():
     classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
                "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams,
                "tno_sequencer": TnoSequencerParams, "pastry_failures": config.PastryFailuresParams,
-               "scribe_repair": config.ScribeRepairParams}
+               "scribe_repair": config.ScribeRepairParams, "churn": config.ChurnParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
         assert config.load(classes[f.stem], f) is not None, f
 

@@ -142,3 +142,20 @@ def test_scribe_repair_job(spark, tmp_path):
         assert (t.loc["reliable"].delivery_ratio == 1.0).all()
     assert (t.out_of_order_deliveries == 0).all()
     assert (folder / "delivery_by_round.png").stat().st_size > 0 and (folder / "summary.md").exists()
+
+
+def test_churn_job(spark, tmp_path):
+    from scribe_spark.config import ChurnParams
+    from scribe_spark.scribe.churn_experiment import run
+    sets = ["--set", "nodes=400", "--set", "epochs=2", "--set", "lookups=3000", "--set", "topics=8",
+            "--set", "mean_session_s=600"]
+    assert cli.main("churn", ChurnParams, run,
+                    ["--conf", str(ROOT / "conf/quick/churn.toml"), "--out", str(tmp_path)] + sets) == 0
+    t = pd.read_csv(tmp_path / "churn" / "churn.csv")
+    assert (t.left > 0).all() and (t.joined > 0).all()
+    assert (t.members == 400 + (t.joined - t.left).cumsum()).all()
+    # the job itself checks every root against the brute-force closest live node after joins;
+    # after repair every lookup is correct and every live subscription is joined again
+    assert (t.lookups_correct_after_repair == 1.0).all()
+    assert ((t.event_delivery_after_repair == 1.0) | (t.topics_lost > 0)).all()
+    assert (t.event_delivery_before_repair < 1.0).any()

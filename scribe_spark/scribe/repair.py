@@ -30,6 +30,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
 from scribe_spark.scribe import trees as tr
@@ -153,3 +154,24 @@ def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
     roots = trees.roots.join(_nodes(spark, dead_ids, NODE), NODE, "left_anti")
     paths = tree_paths(overlay, Trees(edges.select(TOPIC, SRC, DST), trees.members, roots, 0), log=lambda m: None)
     return paths.select(TOPIC, NODE).toPandas()
+
+
+def handoff(overlay: Overlay, topics: Topics, trees: Trees, log: Callable[[str], None] = print) -> tuple[Trees, int]:
+    """After joins, a root that is no longer Pastry's destination for its topicId routes SUBSCRIBE on.
+
+    The newcomer now numerically closest to the topicId receives it and becomes the root (the
+    old root hands over the topic state and becomes its child). Returns (trees, handoffs).
+    """
+    keys = tr.topic_keys(trees.roots.sparkSession, topics)
+    hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
+    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col("at").alias(NODE), F.lit(None).cast("long").alias(LAST))
+    n = moved.count()
+    if n == 0:
+        return trees, 0
+    routed = tr.route_subscribes(overlay, topics, moved, trees.members, log=lambda m: log(f"root handoff {m}"),
+                                 detect_roots=True)
+    new_roots = routed.roots.localCheckpoint()
+    edges = (trees.edges.unionByName(routed.edges.select(TOPIC, SRC, DST))
+             .join(new_roots.select(TOPIC, F.col(NODE).alias(SRC)), [TOPIC, SRC], "left_anti"))
+    roots = trees.roots.join(new_roots.select(TOPIC), TOPIC, "left_anti").unionByName(new_roots)
+    return Trees(edges.localCheckpoint(), routed.members, roots.localCheckpoint(), routed.supersteps), n

@@ -1,0 +1,9 @@
+"""spark-submit entry point: churn run (continuous joins and leaves while lookups and Scribe events go on)."""
+import sys
+
+from scribe_spark.cli import main
+from scribe_spark.config import ChurnParams
+from scribe_spark.scribe.churn_experiment import run
+
+if __name__ == "__main__":
+    sys.exit(main("churn", ChurnParams, run))

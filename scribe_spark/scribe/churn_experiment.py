@@ -1,0 +1,155 @@
+"""Churn run: nodes leave and join continuously while lookups and Scribe events go on.
+
+`nodes` members start converged, with Scribe trees for `topics` topics. Every member has an
+exponential session time (mean `mean_session_s`); newcomers arrive as a Poisson process whose
+rate, nodes / mean_session_s, keeps the size steady, from a pool of fresh ids. Time advances in
+epochs of `epoch_s`. In each epoch:
+
+1. the members whose sessions end in the epoch leave silently;
+2. before anyone notices: `lookups` random keys from random live members are routed (survivors
+   skip dead entries, as in `pastry_failures`) and checked against the brute-force closest
+   live node; every topic publishes one event, delivered to the live subscribers still
+   joined to a live root by live tree edges;
+3. Pastry repairs (leaf sets and routing tables), then Scribe repairs its trees
+   (`repair.repair_trees`: expiry, re-subscribe, root failover with replicated state);
+4. the epoch's newcomers join (`joins.join_batch`); a root that is no longer the topicId's
+   destination hands the topic to the newcomer that is (`repair.handoff`);
+5. after all that, the same checks again: lookups and event delivery on the repaired overlay.
+Newcomers do not subscribe, so subscribers thin out with time. A topic whose new root lacks
+the replicated state is lost from then on (its events are not delivered).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from scribe_spark import ids, report
+from scribe_spark.cli import Run
+from scribe_spark.config import ChurnParams
+from scribe_spark.pastry import failures as fl, joins, overlay as ov
+from scribe_spark.pastry.hops import make_ring, shared_network
+from scribe_spark.scribe import multicast, repair as rp, topics as tp, trees as tr
+from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.session import spark_session
+
+
+def _lookups(spark, overlay, ring, alive, count, rng, log):
+    src = rng.choice(np.flatnonzero(alive), count)
+    khi, klo = ids.random_ids(count, rng)
+    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=log).toPandas().sort_values("mid")
+    return float((routed.dest.to_numpy() == fl.closest_live(ring, alive, khi, klo)).mean()), float(routed.hops.mean())
+
+
+def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[int]) -> tuple[float, int]:
+    live = subs[~dead[subs[NODE].to_numpy()]]
+    if live.empty:
+        return 1.0, 0
+    joined = rp.connected(overlay, trees, dead)
+    joined = joined[~joined[TOPIC].isin(lost)]
+    got = pd.MultiIndex.from_frame(live[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(joined[[TOPIC, NODE]]))
+    return float(got.mean()), len(live)
+
+
+def run(p: ChurnParams, run: Run) -> None:
+    """Simulate `epochs` epochs of churn; write churn.csv, churn.png and the summary."""
+    spark = spark_session(run.name)
+    routers, matrix = shared_network(p, p.seed)
+    universe = 2 * p.nodes                        # the first `nodes` start as members, the rest are newcomers
+    ring = make_ring(universe, p, np.random.default_rng([p.seed, universe]), routers, matrix)
+    rng = np.random.default_rng([p.seed, p.nodes, 11])
+    members = np.arange(p.nodes)
+    overlay = joins.initial_overlay(spark, ring, members)
+    alive = np.zeros(universe, dtype=bool)
+    alive[members] = True
+    ends = np.full(universe, np.inf)
+    ends[members] = rng.exponential(p.mean_session_s, p.nodes)   # residual sessions (memoryless)
+    pool = iter(range(p.nodes, universe))
+
+    topics = tp.create([f"topic-{r}" for r in range(1, p.topics + 1)],
+                       [f"creator-{r % 100}" for r in range(1, p.topics + 1)], secret=p.seed)
+    sizes = multicast.group_sizes(p)
+    sub_t = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
+    sub_n = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
+    subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
+    trees = tr.subscribe(overlay, topics, subs_df, log=lambda m: None)
+    run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session {p.mean_session_s:.0f}s, "
+            f"epochs of {p.epoch_s:.0f}s")
+    lost: set[int] = set()
+    rows = []
+    quiet = lambda m: None
+    for e in range(p.epochs):
+        t0 = time.time()
+        now, until = e * p.epoch_s, (e + 1) * p.epoch_s
+        leaving = np.flatnonzero(alive & (ends < until))
+        dead = ~alive.copy()
+        dead[leaving] = True
+        live_now = ~dead
+        # 2. before repair
+        cut = fl.without_dead(overlay, dead)
+        correct_before, hops_before = _lookups(spark, cut, ring, live_now, p.lookups, rng, quiet)
+        delivered_before, n_subs = _delivery(overlay, trees, subs, dead, lost)
+        cut.state.unpersist()
+        # 3. repair
+        roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
+        failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
+        replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics, failed_roots, p.replicas)
+        repaired, pcounts = fl.repair(overlay, dead, log=quiet)
+        last = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(p.topics, dtype=np.int64),
+                                                   "last": np.zeros(p.topics, dtype=np.int64)}))
+        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, last, replica_sets, log=quiet)
+        lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
+        overlay.state.unpersist()
+        alive[leaving] = False
+        # 4. joins and root handoffs
+        arrivals = rng.poisson(p.nodes * p.epoch_s / p.mean_session_s)
+        xs = np.array([next(pool) for _ in range(arrivals)], dtype=np.int64)
+        join_counts: dict = {}
+        overlay, handoffs = repaired, 0
+        trees = fixed.trees
+        if len(xs):
+            overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(alive), xs, log=quiet)
+            alive[xs] = True
+            ends[xs] = until + rng.exponential(p.mean_session_s, len(xs))
+            trees, handoffs = rp.handoff(overlay, topics, trees, log=quiet)
+        # every root is the live node numerically closest to its topicId (brute force)
+        now_roots = trees.roots.toPandas()
+        want = fl.closest_live(ring, alive, topics.hi, topics.lo)
+        wrong = now_roots[now_roots[NODE].to_numpy() != want[now_roots[TOPIC].to_numpy()]]
+        if len(wrong):
+            raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
+        # 5. after repair and joins
+        correct_after, hops_after = _lookups(spark, overlay, ring, alive, p.lookups, rng, quiet)
+        delivered_after, _ = _delivery(overlay, trees, subs, ~alive, lost)
+        rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving), "joined": len(xs),
+                     "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
+                     "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
+                     "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
+                     "event_delivery_after_repair": delivered_after,
+                     "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
+                     "scribe_repair_messages": fixed.counts["subscribe_messages"] + fixed.counts["unsubscribe_messages"],
+                     "join_messages": sum(join_counts.values()), "root_failovers": fixed.counts["root_failovers"],
+                     "root_handoffs": handoffs, "topics_lost": len(lost)})
+        r = rows[-1]
+        run.log(f"epoch {e}: {r['left']} left, {r['joined']} joined, {r['members']} members; lookups correct "
+                f"{correct_before:.4f} before repair, {correct_after:.4f} after; event delivery {delivered_before:.4f} / "
+                f"{delivered_after:.4f} ({time.time() - t0:.1f}s)")
+    table = pd.DataFrame(rows)
+    report.write_csv(table, run.path("churn.csv"))
+    with report.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",
+                       "time (s)", "share") as ax:
+        ax.plot(table.time_s, table.lookups_correct_before_repair, "-o", ms=3, label="lookups correct, before repair")
+        ax.plot(table.time_s, table.event_delivery_before_repair, "-s", ms=3, label="events delivered, before repair")
+        ax.plot(table.time_s, table.lookups_correct_after_repair, "--", label="lookups correct, after repair")
+        ax.plot(table.time_s, table.event_delivery_after_repair, ":", label="events delivered, after repair")
+    run.path("summary.md").write_text(
+        f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), exponential sessions with mean "
+        f"{p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, {p.epochs} epochs of "
+        f"{p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions (newcomers do not subscribe); "
+        f"{p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the leaving nodes go silently at its start; "
+        "'before repair' is measured right then (survivors skip dead entries they meet), 'after repair' once Pastry "
+        "and Scribe have repaired and the epoch's newcomers have joined. Event delivery = share of live "
+        "subscriptions joined to a live root by live tree edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
+    overlay.state.unpersist()
