@@ -93,6 +93,21 @@ def _matrix_sites(path: str) -> int:
         raise ConfigError(f"key 'matrix': {e}") from None
 
 
+def _validate_overlay(p, nodes: int) -> None:
+    """Pastry keys, the latency matrix (when used) for `nodes` nodes, and the topology table."""
+    _validate_pastry(p)
+    if p.proximity == "matrix":
+        sites = _matrix_sites(p.matrix)
+        _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix", p.nodes)
+    p.topology.validate("topology.")
+
+
+def _validate_topic_sizes(p) -> None:
+    _require(p.topics >= 1, "topics", "must be >= 1", p.topics)
+    _require(p.size_exponent > 0, "size_exponent", "must be > 0", p.size_exponent)
+    _require(1 <= p.min_size <= p.nodes, "min_size", "must be in 1..nodes", p.min_size)
+
+
 def _require(ok: bool, key: str, reason: str, value: Any) -> None:
     if not ok:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
@@ -373,11 +388,7 @@ class PastryFailuresParams:
         _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
                  "must leave at least 2 live nodes", self.fail_fraction)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _validate_pastry(self)
-        if self.proximity == "matrix":
-            sites = _matrix_sites(self.matrix)
-            _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
-        self.topology.validate("topology.")
+        _validate_overlay(self, self.nodes)
 
 
 @dataclass(frozen=True)
@@ -406,9 +417,7 @@ class ScribeRepairParams:
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
-        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
-        _require(1 <= self.min_size <= self.nodes, "min_size", "must be in 1..nodes", self.min_size)
+        _validate_topic_sizes(self)
         _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
         failing = round(self.fail_fraction * self.nodes)
         _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
@@ -423,11 +432,7 @@ class ScribeRepairParams:
                  self.publish_probability)
         _require(self.buffer >= 0, "buffer", "must be >= 0", self.buffer)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
-        _validate_pastry(self)
-        if self.proximity == "matrix":
-            sites = _matrix_sites(self.matrix)
-            _require(self.nodes <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix", self.nodes)
-        self.topology.validate("topology.")
+        _validate_overlay(self, self.nodes)
 
 
 @dataclass(frozen=True)
@@ -460,13 +465,6 @@ class ChurnParams:
         _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
                  "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)", self.mean_session_s)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
-        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
-        _require(1 <= self.min_size <= self.nodes, "min_size", "must be in 1..nodes", self.min_size)
+        _validate_topic_sizes(self)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
-        _validate_pastry(self)
-        if self.proximity == "matrix":
-            sites = _matrix_sites(self.matrix)
-            _require(2 * self.nodes <= sites, "nodes", f"2 x nodes (with newcomers) exceeds the {sites} sites of the latency matrix",
-                     self.nodes)
-        self.topology.validate("topology.")
+        _validate_overlay(self, 2 * self.nodes)   # members and newcomers

@@ -37,24 +37,8 @@ class SequentialScribe:
         already = self.in_tree(topic, node)
         self.subscribed.add((topic, node))
         self.children.setdefault((topic, node), set())
-        if already:
-            return
-        sender, at = node, self.next_hop(node, topic)
-        if at is None:
-            self.roots[topic] = node
-            return
-        while True:
-            # forward upcall at `at`: add the sender as child; stop if `at` already was in the tree
-            was_in = self.in_tree(topic, at)
-            self.children.setdefault((topic, at), set()).add(sender)
-            self.parent[(topic, sender)] = at
-            if was_in:
-                return
-            nxt = self.next_hop(at, topic)
-            if nxt is None:            # deliver upcall: `at` is the root
-                self.roots[topic] = at
-                return
-            sender, at = at, nxt
+        if not already:
+            self.resubscribe(topic, node)
 
     def unsubscribe(self, topic: int, node: int) -> None:
         """Node leaves; empty non-subscriber forwarders are pruned up the tree."""
@@ -94,7 +78,11 @@ class SequentialScribe:
                 self._prune(t, p)
 
     def resubscribe(self, topic: int, node: int) -> None:
-        """A tree node whose parent died routes SUBSCRIBE again; it stops at the first member."""
+        """Route SUBSCRIBE from node: each forward upcall adds the sender as child and stops at a member.
+
+        Used by a new subscriber and by a tree node whose parent died. Where Pastry delivers
+        (deliver upcall) is the root, whether or not that node was in the tree already.
+        """
         sender, at = node, self.next_hop(node, topic)
         if at is None:
             self.roots[topic] = node
