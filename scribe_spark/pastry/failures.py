@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
@@ -30,7 +31,8 @@ from pyspark.sql import types as T
 
 from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, _arrow_schema, _columns, _list_array, _offsets_values
+from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _arrow_schema, _columns, _list_array,
+                                         _offsets_values, messages_frame, route)
 
 
 def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray) -> np.ndarray:
@@ -40,6 +42,15 @@ def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray
     i = ids.searchsorted(shi, slo, khi, klo)
     succ, pred = order[i % len(order)], order[(i - 1) % len(order)]
     return np.where(ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo), succ, pred)
+
+
+def checked_lookups(overlay: Overlay, src: np.ndarray, khi: np.ndarray, klo: np.ndarray, alive: np.ndarray,
+                    log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node."""
+    msgs = messages_frame(overlay.state.sparkSession, src, khi, klo)
+    routed = route(overlay, msgs, log=log).toPandas().sort_values("mid")
+    routed["correct"] = routed.dest.to_numpy() == closest_live(overlay.ring, alive, khi, klo)
+    return routed
 
 
 def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

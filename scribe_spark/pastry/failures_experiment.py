@@ -47,9 +47,8 @@ def run(p: PastryFailuresParams, run: Run) -> None:
         else:
             alive = ~dead
             current, counts = fl.repair(overlay, dead, log=lambda m: run.log(f"repair: {m}"))
-        routed = ov.route(current, ov.messages_frame(spark, src, khi, klo),
-                          log=lambda m: run.log(f"{phase}: {m}")).toPandas().sort_values("mid")
-        correct = routed.dest.to_numpy() == fl.closest_live(ring, alive, khi, klo)
+        routed = fl.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"))
+        correct = routed.correct.to_numpy()
         per_failed = (counts["leaf_messages"] + counts["table_messages"]) / max(1, dead.sum()) if counts else 0.0
         rows.append({"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
                      "correct_fraction": correct.mean(), "repair_messages_per_failed_node": per_failed,

@@ -28,18 +28,18 @@ import pandas as pd
 from scribe_spark import ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import ChurnParams
-from scribe_spark.pastry import failures as fl, joins, overlay as ov
+from scribe_spark.pastry import failures as fl, joins
 from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.scribe import multicast, repair as rp, topics as tp, trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
 
 
-def _lookups(spark, overlay, ring, alive, count, rng, log):
+def _lookups(overlay, alive, count, rng):
     src = rng.choice(np.flatnonzero(alive), count)
     khi, klo = ids.random_ids(count, rng)
-    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=log).toPandas().sort_values("mid")
-    return float((routed.dest.to_numpy() == fl.closest_live(ring, alive, khi, klo)).mean()), float(routed.hops.mean())
+    routed = fl.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None)
+    return float(routed.correct.mean()), float(routed.hops.mean())
 
 
 def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[int]) -> tuple[float, int]:
@@ -89,7 +89,7 @@ def run(p: ChurnParams, run: Run) -> None:
         live_now = ~dead
         # 2. before repair
         cut = fl.without_dead(overlay, dead)
-        correct_before, hops_before = _lookups(spark, cut, ring, live_now, p.lookups, rng, quiet)
+        correct_before, hops_before = _lookups(cut, live_now, p.lookups, rng)
         delivered_before, n_subs = _delivery(overlay, trees, subs, dead, lost)
         cut.state.unpersist()
         # 3. repair
@@ -121,7 +121,7 @@ def run(p: ChurnParams, run: Run) -> None:
         if len(wrong):
             raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
         # 5. after repair and joins
-        correct_after, hops_after = _lookups(spark, overlay, ring, alive, p.lookups, rng, quiet)
+        correct_after, hops_after = _lookups(overlay, alive, p.lookups, rng)
         delivered_after, _ = _delivery(overlay, trees, subs, ~alive, lost)
         rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving), "joined": len(xs),
                      "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
