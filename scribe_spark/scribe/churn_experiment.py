@@ -46,9 +46,7 @@ def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[in
     live = subs[~dead[subs[NODE].to_numpy()]]
     if live.empty:
         return 1.0, 0
-    joined = rp.connected(overlay, trees, dead)
-    joined = joined[~joined[TOPIC].isin(lost)]
-    got = pd.MultiIndex.from_frame(live[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(joined[[TOPIC, NODE]]))
+    got = rp.joined(overlay, trees, live, dead) & ~live[TOPIC].isin(lost).to_numpy()
     return float(got.mean()), len(live)
 
 
@@ -84,7 +82,7 @@ def run(p: ChurnParams, run: Run) -> None:
         t0 = time.time()
         now, until = e * p.epoch_s, (e + 1) * p.epoch_s
         leaving = np.flatnonzero(alive & (ends < until))
-        dead = ~alive.copy()
+        dead = ~alive
         dead[leaving] = True
         live_now = ~dead
         # 2. before repair

@@ -156,6 +156,12 @@ def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
     return paths.select(TOPIC, NODE).toPandas()
 
 
+def joined(overlay: Overlay, trees: Trees, subs: pd.DataFrame, dead: np.ndarray) -> np.ndarray:
+    """Return, per (topic, node) row of `subs`, whether it is joined to a live root by live tree edges."""
+    reach = connected(overlay, trees, dead)
+    return pd.MultiIndex.from_frame(subs[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(reach[[TOPIC, NODE]]))
+
+
 def handoff(overlay: Overlay, topics: Topics, trees: Trees, log: Callable[[str], None] = print) -> tuple[Trees, int]:
     """After joins, a root that is no longer Pastry's destination for its topicId routes SUBSCRIBE on.
 

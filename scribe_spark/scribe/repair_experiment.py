@@ -187,19 +187,16 @@ def run(p: ScribeRepairParams, run: Run) -> None:
                          "last": pub[:, :p.fail_round].sum(axis=1).astype(np.int64)})
     replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                                {t: roots[t] for t in np.flatnonzero(dead[roots])}, p.replicas)
-    joined = rp.connected(overlay, trees, dead)
     fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, spark.createDataFrame(last), replica_sets,
                             log=run.log)
     repair_s = time.time() - t0
 
     live = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     live = live[~dead[live[NODE].to_numpy()]].reset_index(drop=True)
-    reach = rp.connected(repaired, fixed.trees, dead)
-    missing = live.merge(reach, on=[TOPIC, NODE], how="left", indicator=True)
-    n_missing = int((missing._merge == "left_only").sum())
+    n_missing = int((~rp.joined(repaired, fixed.trees, live, dead)).sum())
     if n_missing:
         raise RuntimeError(f"{n_missing} live subscriptions are not joined to a root after repair")
-    live["joined"] = pd.MultiIndex.from_frame(live[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(joined[[TOPIC, NODE]]))
+    live["joined"] = rp.joined(overlay, trees, live, dead)
     root_dead = dead[roots]
     lost = np.zeros(p.topics, dtype=bool)
     lost[fixed.failover.loc[~fixed.failover.replicated, TOPIC].to_numpy(dtype=np.int64)] = True
