@@ -55,21 +55,16 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
         nodes, joined = s[NODE].to_numpy(), s["joined"].to_numpy()
         seq, out = 0, []      # out: (event, seq, published, round, who, kind) with who a node mask
         everyone = np.ones(len(nodes), dtype=bool)
-        held = []             # events a publisher keeps for the new root (reliable, dead root)
         recent = []           # (event, seq, published) numbered by the live root during the outage
         for e, r in enumerate(rounds):
-            if r >= D and held:               # the new root numbers the held events first, in order
-                for he, hr in held:
-                    seq += 1
-                    out.append((he, seq, hr, D, everyone, 0))
-                held = []
             if r < F:
                 seq += 1
                 out.append((e, seq, r, r, everyone, 1))
             elif r < D:
                 if root_dead[t]:
-                    if reliable and not lost[t]:
-                        held.append((e, r))
+                    if reliable and not lost[t]:   # the publisher keeps it; at D the new root numbers it next
+                        seq += 1
+                        out.append((e, seq, r, D, everyone, 0))
                     continue
                 seq += 1
                 out.append((e, seq, r, r, joined, 1))
@@ -77,10 +72,6 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
             elif not lost[t]:
                 seq += 1
                 out.append((e, seq, r, r, everyone, 1))
-        if held:   # nothing published at or after D: the held events still go out at D
-            for he, hr in held:
-                seq += 1
-                out.append((he, seq, hr, D, everyone, 0))
         if reliable and recent:
             # subscribeHandler at the graft point: its buffer holds the last `buffer` events it received
             keep = recent[max(0, len(recent) - buffer):] if buffer else []
