@@ -24,3 +24,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def run_quick(name: str, params_cls, experiment, out: Path, *sets: str) -> Path:
+    """Run job `name` in this process on conf/quick/<name>.toml plus `key=value` overrides; return its folder."""
+    from scribe_spark import cli
+    args = ["--conf", str(ROOT / "conf" / "quick" / f"{name}.toml"), "--out", str(out)]
+    for s in sets:
+        args += ["--set", s]
+    assert cli.main(name, params_cls, experiment, args) == 0
+    return out / name

@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark import cli, ids
+from scribe_spark import ids
 from scribe_spark.pastry import failures as fl, kernels, overlay as ov
 from scribe_spark.pastry.kernels import Ring
-from tests.conftest import ROOT
+from tests.conftest import run_quick
 from tests.test_pastry import _closest_brute, _ints, _ring
 
 
@@ -87,9 +87,7 @@ def test_repaired_routing_tables_hold_only_live_valid_entries(failed):
 def test_pastry_failures_job(spark, tmp_path):
     from scribe_spark.config import PastryFailuresParams
     from scribe_spark.pastry.failures_experiment import run
-    sets = ["--set", "nodes=800", "--set", "lookups=3000"]
-    assert cli.main("pastry_failures", PastryFailuresParams, run,
-                    ["--conf", str(ROOT / "conf/quick/pastry_failures.toml"), "--out", str(tmp_path)] + sets) == 0
+    run_quick("pastry_failures", PastryFailuresParams, run, tmp_path, "nodes=800", "lookups=3000")
     t = pd.read_csv(tmp_path / "pastry_failures" / "failures.csv").set_index("phase")
     assert list(t.index) == ["before", "after_failure", "after_repair"]
     assert (t.lookups == 3000).all()

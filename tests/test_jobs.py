@@ -7,10 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from scribe_spark import cli
 from scribe_spark.config import PastryHopsParams
 from scribe_spark.pastry.hops import run as pastry_hops
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_quick
 
 M = 1 << 128
 
@@ -55,11 +54,10 @@ def test_pastry_hops_through_run_sh_writes_checkable_outputs(tmp_path):
 
 @pytest.mark.slow
 def test_same_seed_gives_identical_tables(spark, tmp_path):
-    sets = ["--set", "nodes=[400]", "--set", "lookups=800", "--set", "proximity=\"transit-stub\"",
-            "--set", "topology.transit_domains=2", "--set", "topology.stubs_per_transit_router=2"]
+    sets = ["nodes=[400]", "lookups=800", 'proximity="transit-stub"', "topology.transit_domains=2",
+            "topology.stubs_per_transit_router=2"]
     for name in ("a", "b"):
-        assert cli.main("pastry_hops", PastryHopsParams, pastry_hops,
-                        ["--conf", str(ROOT / "conf/quick/pastry_hops.toml"), "--out", str(tmp_path / name)] + sets) == 0
+        run_quick("pastry_hops", PastryHopsParams, pastry_hops, tmp_path / name, *sets)
     for table in ("hops.csv", "hop_distribution.csv", "distance.csv"):
         a = (tmp_path / "a" / "pastry_hops" / table).read_text()
         assert a == (tmp_path / "b" / "pastry_hops" / table).read_text()
@@ -69,11 +67,9 @@ def test_same_seed_gives_identical_tables(spark, tmp_path):
 def test_scribe_multicast_trees_check_out_from_parquet_alone(spark, tmp_path):
     from scribe_spark.config import ScribeParams
     from scribe_spark.scribe.multicast import run as scribe_multicast
-    sets = ["--set", "nodes=800", "--set", "topics=30", "--set", "save_trees=true", "--set", "bad_credentials=0.01",
-            "--set", "topology.transit_domains=3", "--set", "topology.stubs_per_transit_router=3"]
-    assert cli.main("scribe_multicast", ScribeParams, scribe_multicast,
-                    ["--conf", str(ROOT / "conf/quick/scribe_multicast.toml"), "--out", str(tmp_path)] + sets) == 0
-    folder = tmp_path / "scribe_multicast"
+    folder = run_quick("scribe_multicast", ScribeParams, scribe_multicast, tmp_path, "nodes=800", "topics=30",
+                       "save_trees=true", "bad_credentials=0.01", "topology.transit_domains=3",
+                       "topology.stubs_per_transit_router=3")
     for name in ("delay.csv", "node_stress.csv", "link_stress.csv", "tree_shape.csv", "summary.md",
                  "delay_penalty_cdf.png", "node_stress.png", "link_stress.png", "tree_depth.png"):
         assert (folder / name).stat().st_size > 0, name
@@ -112,10 +108,8 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(spark, tmp_path):
 def test_tno_ordering_job_checks_tno_over_scribe(spark, tmp_path):
     from scribe_spark.config import TnoOrderingParams
     from scribe_spark.tno.ordering_experiment import run as tno_ordering
-    sets = ["--set", "nodes=400", "--set", "clients=50", "--set", "topics=12", "--set", "events=300",
-            "--set", "subscription_changes=6", "--set", "loss=0.05"]
-    assert cli.main("tno_ordering", TnoOrderingParams, tno_ordering,
-                    ["--conf", str(ROOT / "conf/quick/tno_ordering.toml"), "--out", str(tmp_path)] + sets) == 0
+    run_quick("tno_ordering", TnoOrderingParams, tno_ordering, tmp_path, "nodes=400", "clients=50", "topics=12",
+              "events=300", "subscription_changes=6", "loss=0.05")
     t = pd.read_csv(tmp_path / "tno_ordering" / "ordering.csv").set_index("scenario")
     assert t.loc["tno", "violating_pairs"] == 0 and t.loc["tno", "undelivered"] == 0
     assert t.loc["tno", "out_of_order_tags"] == 0

@@ -3,11 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark import cli
 from scribe_spark.pastry import failures as fl, overlay as ov
 from scribe_spark.scribe import repair as rp, repair_experiment as rx, topics as tp, trees as tr
 from scribe_spark.scribe.sequential import SequentialScribe
-from tests.conftest import ROOT
+from tests.conftest import run_quick
 from tests.test_pastry import _ring
 
 
@@ -128,11 +127,8 @@ def test_stream_small_buffer_loses_what_it_cannot_hold_and_the_order_check_can_f
 def test_scribe_repair_job(spark, tmp_path):
     from scribe_spark.config import ScribeRepairParams
     from scribe_spark.scribe.repair_experiment import run
-    sets = ["--set", "nodes=800", "--set", "topics=15", "--set", "rounds=12", "--set", "fail_round=4",
-            "--set", "failed_roots=3"]
-    assert cli.main("scribe_repair", ScribeRepairParams, run,
-                    ["--conf", str(ROOT / "conf/quick/scribe_repair.toml"), "--out", str(tmp_path)] + sets) == 0
-    folder = tmp_path / "scribe_repair"
+    folder = run_quick("scribe_repair", ScribeRepairParams, run, tmp_path, "nodes=800", "topics=15", "rounds=12",
+                       "fail_round=4", "failed_roots=3")
     t = pd.read_csv(folder / "repair.csv").set_index(["mode", "phase"])
     info = pd.read_csv(folder / "tree_repair.csv").iloc[0]
     assert info.failed_roots >= 3 and info.disconnected_subscribers > 0
@@ -147,11 +143,9 @@ def test_scribe_repair_job(spark, tmp_path):
 def test_churn_job(spark, tmp_path):
     from scribe_spark.config import ChurnParams
     from scribe_spark.scribe.churn_experiment import run
-    sets = ["--set", "nodes=400", "--set", "epochs=2", "--set", "lookups=3000", "--set", "topics=8",
-            "--set", "mean_session_s=600"]
-    assert cli.main("churn", ChurnParams, run,
-                    ["--conf", str(ROOT / "conf/quick/churn.toml"), "--out", str(tmp_path)] + sets) == 0
-    t = pd.read_csv(tmp_path / "churn" / "churn.csv")
+    folder = run_quick("churn", ChurnParams, run, tmp_path, "nodes=400", "epochs=2", "lookups=3000", "topics=8",
+                       "mean_session_s=600")
+    t = pd.read_csv(folder / "churn.csv")
     assert (t.left > 0).all() and (t.joined > 0).all()
     assert (t.members == 400 + (t.joined - t.left).cumsum()).all()
     # the job itself checks every root against the brute-force closest live node after joins;

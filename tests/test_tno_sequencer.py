@@ -3,13 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark import cli
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.sequencer_experiment import chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation
 from tests.test_tno_ordering import scenario
 
-from tests.conftest import ROOT
+from tests.conftest import run_quick
 
 
 class FixedDelay(Placement):
@@ -70,11 +69,8 @@ def test_popular_last_precedence_gives_short_chains():
 def test_tno_sequencer_job(spark, tmp_path):
     from scribe_spark.config import TnoSequencerParams
     from scribe_spark.tno.sequencer_experiment import run
-    sets = ["--set", "clients=200", "--set", "topics=100", "--set", "rates=[300.0, 3000.0]",
-            "--set", "service_sweep_ms=[0.0, 1.0]"]
-    assert cli.main("tno_sequencer", TnoSequencerParams, run,
-                    ["--conf", str(ROOT / "conf/quick/tno_sequencer.toml"), "--out", str(tmp_path)] + sets) == 0
-    folder = tmp_path / "tno_sequencer"
+    folder = run_quick("tno_sequencer", TnoSequencerParams, run, tmp_path, "clients=200", "topics=100",
+                       "rates=[300.0, 3000.0]", "service_sweep_ms=[0.0, 1.0]")
     t = pd.read_csv(folder / "sequencer.csv")
     assert set(t.popularity) == {"skewed", "spread"} and len(t) == 8
     assert (t.completed == t.events).all()
