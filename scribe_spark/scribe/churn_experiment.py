@@ -30,7 +30,7 @@ from scribe_spark.cli import Run
 from scribe_spark.config import ChurnParams
 from scribe_spark.pastry import failures as fl, joins
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast, repair as rp, topics as tp, trees as tr
+from scribe_spark.scribe import multicast, repair as rp, trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
 
@@ -65,11 +65,7 @@ def run(p: ChurnParams, run: Run) -> None:
     ends[members] = rng.exponential(p.mean_session_s, p.nodes)   # residual sessions (memoryless)
     pool = iter(range(p.nodes, universe))
 
-    topics = tp.create([f"topic-{r}" for r in range(1, p.topics + 1)],
-                       [f"creator-{r % 100}" for r in range(1, p.topics + 1)], secret=p.seed)
-    sizes = multicast.group_sizes(p)
-    sub_t = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
-    sub_n = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    topics, sub_t, sub_n = multicast.subscriptions(p, rng)
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df, log=lambda m: None)

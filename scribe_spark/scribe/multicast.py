@@ -31,14 +31,20 @@ def group_sizes(p: ScribeParams) -> np.ndarray:
     return np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5).astype(np.int64), p.min_size, p.nodes)
 
 
-def workload(p: ScribeParams, rng: np.random.Generator):
-    """Return (topics, subscription topic array, subscriber array, bogus request arrays)."""
+def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
+    """Return (topics, subscription topic array, subscriber array): `group_sizes` distinct random nodes per topic."""
     names = [f"topic-{r}" for r in range(1, p.topics + 1)]
     creators = [f"creator-{r % 100}" for r in range(1, p.topics + 1)]
     topics = tp.create(names, creators, secret=p.seed)
     sizes = group_sizes(p)
     sub_topic = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
     sub_node = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    return topics, sub_topic, sub_node
+
+
+def workload(p: ScribeParams, rng: np.random.Generator):
+    """Return (topics, subscription topic array, subscriber array, bogus request arrays)."""
+    topics, sub_topic, sub_node = subscriptions(p, rng)
     bogus = int(round(p.bad_credentials * len(sub_topic)))
     bad_topic = rng.integers(0, p.topics, bogus)
     bad_node = rng.integers(0, p.nodes, bogus)

@@ -30,7 +30,7 @@ from scribe_spark.cli import Run
 from scribe_spark.config import ScribeRepairParams
 from scribe_spark.pastry import failures as fl, overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast, repair as rp, topics as tp, trees as tr
+from scribe_spark.scribe import multicast, repair as rp, trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
 
@@ -157,11 +157,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     rng = np.random.default_rng([p.seed, p.nodes, 7])
-    names = [f"topic-{r}" for r in range(1, p.topics + 1)]
-    topics = tp.create(names, [f"creator-{r % 100}" for r in range(1, p.topics + 1)], secret=p.seed)
-    sizes = multicast.group_sizes(p)
-    sub_t = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
-    sub_n = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
+    topics, sub_t, sub_n = multicast.subscriptions(p, rng)
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df, log=run.log)
     roots = trees.roots.toPandas().set_index(TOPIC)[NODE].reindex(range(p.topics)).to_numpy()
