@@ -301,6 +301,67 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     return nxt, rule
 
 
+def route_step_timeouts(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs,
+                        dead: np.ndarray):
+    """Apply the routing rule at `at` when some known nodes have failed without the node knowing.
+
+    A node forwards by the rule; if the chosen node is dead the attempt times out, the node
+    forgets that node (a routing-table entry becomes empty, a leaf-set slot takes its nearer
+    neighbour's value, a neighborhood entry goes) and applies the rule again, until it
+    forwards to a live node or delivers. Returns (next_node, rule, timeouts per message,
+    met_index, met_node): each timeout as the message's index and the dead node it met.
+    """
+    at = np.asarray(at, dtype=np.int64)
+    nxt, rule = route_step(ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs)
+    timeouts = np.zeros(len(at), dtype=np.int32)
+    met_i, met_node = [], []
+    todo = np.flatnonzero((rule != DELIVERED) & dead[nxt])
+    # the rows still retrying, as their own small ragged state
+    state = {int(i): (leaf_vals[leaf_offs[i]:leaf_offs[i + 1]], rt_vals[rt_offs[i]:rt_offs[i + 1]],
+                      nbr_vals[nbr_offs[i]:nbr_offs[i + 1]]) for i in todo}
+    while len(todo):
+        timeouts[todo] += 1
+        met_i.append(todo)
+        met_node.append(nxt[todo].copy())
+        for i in todo:
+            leaf, rt, nbr = state[int(i)]
+            state[int(i)] = (_forget_leaf(leaf, nxt[i], at[i], ring.leaf_set), np.where(rt == nxt[i], -1, rt),
+                             nbr[nbr != nxt[i]])
+        parts = [state[int(i)] for i in todo]
+        flat = [_concat([p[j] for p in parts]) for j in range(3)]
+        n2, r2 = route_step(ring, key_hi[todo], key_lo[todo], at[todo], *flat[0], *flat[1], *flat[2])
+        nxt[todo], rule[todo] = n2, r2
+        todo = todo[(r2 != DELIVERED) & dead[n2]]
+    cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, np.int64)
+    return nxt, rule, timeouts, cat(met_i), cat(met_node)
+
+
+def _concat(lists: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Return ragged rows as (values, offsets)."""
+    offs = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=offs[1:])
+    return (np.concatenate(lists).astype(np.int64) if offs[-1] else np.empty(0, np.int64)), offs
+
+
+def _forget_leaf(leaf: np.ndarray, bad: int, me: int, L: int) -> np.ndarray:
+    """Drop a dead member from a leaf set in the kernels' layout (L/2 smaller then L/2 larger, nearest first).
+
+    A full leaf set keeps its layout: the slot takes the value of the nearer slot on its side
+    (or `me`), as leaf-set repair pads a short side, so the range test sees the farthest
+    member still believed alive. A small ring's leaf set just loses the member.
+    """
+    if len(leaf) < L:
+        return leaf[leaf != bad]
+    out, half = leaf.copy(), L // 2
+    for start in (0, half):
+        prev = me
+        for j in range(start, start + half):
+            if out[j] == bad:
+                out[j] = prev
+            prev = out[j]
+    return out
+
+
 def _rare_case(ring: Ring, known: np.ndarray, khi, klo, at: int, l: int) -> int:
     if len(known) == 0:
         return -1

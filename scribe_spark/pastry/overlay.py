@@ -39,11 +39,14 @@ MESSAGE_SCHEMA = T.StructType([
     T.StructField("hops", T.IntegerType(), False),
     T.StructField("distance", T.DoubleType(), False),
     T.StructField("rare", T.IntegerType(), False),   # hops taken by the rare-case rule
+    T.StructField("timeouts", T.IntegerType(), False),   # attempts to forward to a dead node
 ])
 
 STEP_SCHEMA = T.StructType(MESSAGE_SCHEMA.fields + [
     T.StructField("done", T.BooleanType(), False),
     T.StructField("direct", T.DoubleType(), False),
+    T.StructField("prev", T.LongType(), False),   # the node that took this step
+    T.StructField("met", T.ArrayType(T.LongType(), False), False),   # dead nodes it tried in this step
 ])
 
 
@@ -157,13 +160,20 @@ def _arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([(f.name, _pa_type(f.dataType), f.nullable) for f in schema.fields])
 
 
-def _route_batch(ring: Ring, col: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Apply the routing rule to one Arrow batch of messages joined with node state."""
+def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple:
+    """Apply the routing rule to one Arrow batch of messages joined with node state.
+
+    Returns (at, next, rule, timeouts, met_index, met_node); with `dead`, nodes try dead
+    entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts.
+    """
     at = col["at"].to_numpy().astype(np.int64)
-    nxt, rule = kernels.route_step(ring, _as_u64(col["key_hi"]), _as_u64(col["key_lo"]), at,
-                                   *_offsets_values(col["leaf"]), *_offsets_values(col["rt"]),
-                                   *_offsets_values(col["nbr"]))
-    return at, nxt, rule
+    args = (ring, _as_u64(col["key_hi"]), _as_u64(col["key_lo"]), at, *_offsets_values(col["leaf"]),
+            *_offsets_values(col["rt"]), *_offsets_values(col["nbr"]))
+    if dead is not None:
+        return (at, *kernels.route_step_timeouts(*args, dead))
+    nxt, rule = kernels.route_step(*args)
+    none = np.empty(0, np.int64)
+    return at, nxt, rule, np.zeros(len(at), np.int32), none, none
 
 
 def _columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
@@ -173,22 +183,26 @@ def _columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
             yield {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
 
 
-def _step_task(ring_bc: Broadcast) -> Callable:
+def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
     out_schema = _arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring = ring_bc.value
+        ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
         for col in _columns(batches):
-            at, nxt, rule = _route_batch(ring, col)
+            at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
             done = rule == kernels.DELIVERED
             src = col[SRC].to_numpy().astype(np.int64)
             hops = col["hops"].to_numpy().astype(np.int32) + (~done).astype(np.int32)
             dist = col["distance"].to_numpy() + np.where(done, 0.0, ring.prox.dist(at, nxt))
             direct = np.where(done, ring.prox.dist(src, at), 0.0)
+            order = np.argsort(met_i, kind="stable")
+            met_offs = np.searchsorted(met_i[order], np.arange(len(at) + 1)).astype(np.int32)
+            met = pa.ListArray.from_arrays(pa.array(met_offs), pa.array(met_node[order].astype(np.int64)))
             yield pa.RecordBatch.from_arrays(
                 [col["mid"], col[SRC], col["key_hi"], col["key_lo"], pa.array(nxt), pa.array(hops),
                  pa.array(dist), pa.array(col["rare"].to_numpy().astype(np.int32) + (rule == kernels.RARE)),
-                 pa.array(done), pa.array(direct)], schema=out_schema)
+                 pa.array(col["timeouts"].to_numpy().astype(np.int32) + timeouts),
+                 pa.array(done), pa.array(direct), pa.array(at), met], schema=out_schema)
     return _
 
 
@@ -208,7 +222,7 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
         for col in _columns(batches):
-            _, nxt, rule = _route_batch(ring, col)
+            _, nxt, rule, *_ = _route_batch(ring, col)
             yield pa.RecordBatch.from_arrays([col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)],
                                              schema=out_schema)
     joined = messages.join(overlay.state, messages["at"] == overlay.state[ID]).drop(ID)
@@ -216,17 +230,26 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
 
 
 def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = print,
-          max_supersteps: int | None = None) -> DataFrame:
+          max_supersteps: int | None = None, dead: np.ndarray | None = None,
+          repair: Callable[[DataFrame, DataFrame], DataFrame] | None = None) -> DataFrame:
     """Route all messages to their keys, one hop per superstep; return the delivered messages.
 
     `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
     columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
-    direct hop src -> dest) and rare (how many hops used the rare-case rule).
+    direct hop src -> dest), rare (hops that used the rare-case rule) and timeouts.
+
+    With `dead` (a mask over node numbers), the state may still name failed nodes: a node
+    that picks one times out and picks again (kernels.route_step_timeouts). With `repair`
+    too, after each superstep `repair(state, met)` returns the state to use next, where
+    `met` holds (id, dead) for every dead node a node tried in that superstep: Pastry's lazy
+    repair of the entries that routes find dead.
     """
     limit = max_supersteps or 4 * overlay.ring.digits + 16
-    step = _step_task(overlay.ring_bc)
+    dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
+    step = _step_task(overlay.ring_bc, dead_bc)
     inflight = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields]).localCheckpoint()
     n_inflight = inflight.count()
+    state = overlay.state
     delivered: list[DataFrame] = []
     k = 0
     while n_inflight > 0:
@@ -234,15 +257,18 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
         if k > limit:
             raise RuntimeError(f"routing did not converge within {limit} supersteps ({n_inflight} messages left)")
         t0 = time.time()
-        joined = inflight.join(overlay.state, inflight["at"] == overlay.state[ID]).drop(ID)
+        joined = inflight.join(state, inflight["at"] == state[ID]).drop(ID)
         stepped = joined.mapInArrow(step, STEP_SCHEMA).localCheckpoint()
-        delivered.append(stepped.where("done").drop("done"))
-        nxt = stepped.where(~F.col("done")).drop("done", "direct").localCheckpoint()
+        delivered.append(stepped.where("done").drop("done", "prev", "met"))
+        nxt = stepped.where(~F.col("done")).drop("done", "direct", "prev", "met").localCheckpoint()
         n_inflight = nxt.count()
         inflight = nxt
+        if repair is not None:
+            met = stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct()
+            state = repair(state, met)
         log(f"superstep {k}: {n_inflight} messages in flight ({time.time() - t0:.1f}s)")
     if not delivered:
-        return messages.sparkSession.createDataFrame([], STEP_SCHEMA).drop("done").withColumnRenamed("at", "dest")
+        return messages.sparkSession.createDataFrame([], STEP_SCHEMA).drop("done", "prev", "met").withColumnRenamed("at", "dest")
     out = delivered[0]
     for d in delivered[1:]:
         out = out.unionByName(d)
@@ -269,5 +295,6 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         "hops": pa.array(np.zeros(count, dtype=np.int32)),
         "distance": pa.array(np.zeros(count, dtype=np.float64)),
         "rare": pa.array(np.zeros(count, dtype=np.int32)),
+        "timeouts": pa.array(np.zeros(count, dtype=np.int32)),
     })
     return spark.createDataFrame(table.to_pandas(), MESSAGE_SCHEMA)
