@@ -374,6 +374,8 @@ class PastryFailuresParams:
     nodes: int = 5000
     fail_fraction: float = 0.10
     lookups: int = 200_000
+    table_repair: str = "lazy"
+    passes: int = 2
     b: int = 4
     leaf_set: int = 16
     neighborhood: int = 32
@@ -385,6 +387,8 @@ class PastryFailuresParams:
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
+        _require(self.table_repair in ("lazy", "eager"), "table_repair", "must be 'lazy' or 'eager'", self.table_repair)
+        _require(self.passes >= 1, "passes", "must be >= 1", self.passes)
         _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
                  "must leave at least 2 live nodes", self.fail_fraction)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)

@@ -1,21 +1,24 @@
 """Silent node failures and their repair (SPEC section 2), as supersteps over the node state.
 
 Failure model: a set of nodes stops at once. Their rows leave the state frame; the survivors'
-state still names them. Routing "without repair" has each node skip entries it finds dead (a
-timed-out attempt marks the entry dead: the node then uses the rare-case rule or another
-entry), which `without_dead` applies to every node's state at once.
+state still names them. A node that forwards to a dead node times out, forgets that entry and
+applies the routing rule again (the rare case if the table has no other entry):
+`overlay.route(..., dead=mask)` models this and counts the timeouts. `without_dead` instead
+gives every node a state with all dead entries already dropped (failures known everywhere).
 
 Repair, counting messages:
 - leaf sets (eager): a node that lost leaf-set members on a side asks the farthest live member
   on that side for its leaf set (request + reply) and keeps the |L|/2 nearest live ids per side
-  among what it knows; repeated as supersteps until no node is short.
-- routing tables (lazy in Pastry: when an entry is found dead): for entry (r, c) the node asks
-  the live entries of row r, nearest first, for their (r, c) entry until one names a live node
-  (request + reply each); if none does, it asks the entries of row r + 1 the same way. Here
-  every dead entry is repaired in one pass (the lazy protocol would repair only the entries it
-  meets), so the message count is what repairing everything costs.
-Neighborhood sets only drop their dead members (the SPEC's P3 measures routing, which uses M
-only in the rare case).
+  among what it knows; repeated as supersteps until no node is short. Neighborhood sets drop
+  their dead members at the same time (Pastry probes M periodically; P3 measures routing, which
+  uses M only in the rare case).
+- routing tables: for a dead entry (r, c) the node asks the live entries of row r, nearest
+  first, for their (r, c) entry until one names a live node (request + reply each); if none
+  does, it asks the entries of row r + 1 the same way; if none does either, the entry stays
+  empty. `lazy_repair` does this as Pastry does, only for the entries routes find dead, after
+  each routing superstep; `repair` does it for every dead entry at once (eager), so its message
+  count is what repairing everything costs. Contacts that are dead are skipped at no cost, and
+  a reply that names a dead node counts as no answer (the node would try it and time out).
 """
 from __future__ import annotations
 
@@ -45,10 +48,12 @@ def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray
 
 
 def checked_lookups(overlay: Overlay, src: np.ndarray, khi: np.ndarray, klo: np.ndarray, alive: np.ndarray,
-                    log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node."""
+                    log: Callable[[str], None] = print, **route_args) -> pd.DataFrame:
+    """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node.
+
+    `route_args` go to `overlay.route` (dead, repair)."""
     msgs = messages_frame(overlay.state.sparkSession, src, khi, klo)
-    routed = route(overlay, msgs, log=log).toPandas().sort_values("mid")
+    routed = route(overlay, msgs, log=log, **route_args).toPandas().sort_values("mid")
     routed["correct"] = routed.dest.to_numpy() == closest_live(overlay.ring, alive, khi, klo)
     return routed
 
@@ -200,17 +205,26 @@ def _with_distance(df: DataFrame, ring_bc: Broadcast, a: str, b: str, name: str)
     return df.mapInArrow(_distance_task(ring_bc, a, b, schema), schema)
 
 
+def _slots(state: DataFrame, width: int) -> DataFrame:
+    """Return the routing-table slots (id, pos, entry, row)."""
+    slots = state.select(ID, F.posexplode("rt").alias("pos", "entry"))
+    return slots.withColumn("row", (F.col("pos") / width).cast("int"))
+
+
 def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
-                          log: Callable[[str], None] = print) -> tuple[DataFrame, dict]:
+                          log: Callable[[str], None] = print, met: DataFrame | None = None) -> tuple[DataFrame, dict]:
     """Replace dead routing-table entries by asking row r (then row r + 1) entries, nearest first.
 
-    Returns (state with repaired tables, counts: holes, repaired, messages)."""
+    Repairs every dead entry, or with `met` (id, dead) only the entries where node `id` found
+    `dead`. Returns (state with repaired tables, counts: holes, repaired, messages)."""
     spark = state.sparkSession
-    width = 1 << overlay.ring.b
     dead_df = F.broadcast(spark.createDataFrame([(int(x),) for x in np.flatnonzero(dead)], "dead long"))
-    slots = state.select(ID, F.posexplode("rt").alias("pos", "entry"))
-    slots = slots.withColumn("row", (F.col("pos") / width).cast("int")).localCheckpoint()
-    holes = slots.join(dead_df, slots.entry == dead_df.dead).select(ID, "pos", "row").localCheckpoint()
+    slots = _slots(state, 1 << overlay.ring.b).localCheckpoint()
+    if met is None:
+        holes = slots.join(dead_df, slots.entry == dead_df.dead)
+    else:
+        holes = slots.join(met, (slots[ID] == met[ID]) & (slots.entry == met.dead)).drop(met[ID])
+    holes = holes.select(ID, "pos", "row").localCheckpoint()
     live_slots = slots.join(dead_df, slots.entry == dead_df.dead, "left_anti").where(F.col("entry") >= 0)
     n_holes = holes.count()
     fixes, messages, todo = [], 0, holes
@@ -232,24 +246,80 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
         found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
         fixes.append(found)
         todo = todo.join(found, [ID, "pos"], "left_anti").localCheckpoint()
-        log(f"routing-table repair, asking row r+{shift}: {found.count()} entries replaced, {todo.count()} left")
+        if met is None:
+            log(f"routing-table repair, asking row r+{shift}: {found.count()} entries replaced, {todo.count()} left")
     fix = fixes[0].unionByName(fixes[1])
-    repaired = fix.count()
-    rows = (slots.join(fix, [ID, "pos"], "left")
-            .join(dead_df, slots.entry == dead_df.dead, "left")
-            .select(ID, "pos", F.when(F.col("new_entry").isNotNull(), F.col("new_entry"))
-                    .when(F.col("dead").isNotNull(), F.lit(-1)).otherwise(F.col("entry")).alias("entry")))
-    tables = rows.groupBy(ID).agg(F.sort_array(F.collect_list(F.struct("pos", "entry"))).alias("s")).select(
-        ID, F.col("s.entry").alias("rt"))
-    out = state.drop("rt").join(tables, ID).select(ID, "leaf", "rt", "nbr").localCheckpoint()
+    upd = (holes.join(fix, [ID, "pos"], "left")
+           .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
+    repaired = int((upd.entry >= 0).sum())
+    out = _set_entries(state, upd, overlay.ring_bc)
     return out, {"holes": n_holes, "repaired": repaired, "messages": messages}
 
 
+def _set_entries(state: DataFrame, upd: pd.DataFrame, ring_bc: Broadcast) -> DataFrame:
+    """Return the state with routing-table slots (id, pos) set to `entry`.
+
+    The updates are broadcast to a map over the state rather than joined: a join's size
+    estimate multiplies its inputs', and a local checkpoint keeps it, so a state re-joined in
+    every superstep would have its estimate grow without bound (and Spark's planner with it).
+    """
+    upd = upd.sort_values([ID, "pos"])
+    upd_bc = state.sparkSession.sparkContext.broadcast(
+        (upd[ID].to_numpy(np.int64), upd.pos.to_numpy(np.int64), upd.entry.to_numpy(np.int64)))
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        u_id, u_pos, u_entry = upd_bc.value
+        for col in _columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            rv, ro = _offsets_values(col["rt"])
+            lo, hi = np.searchsorted(u_id, me), np.searchsorted(u_id, me, side="right")
+            for i in np.flatnonzero(hi > lo):
+                rv[ro[i] + u_pos[lo[i]:hi[i]]] = u_entry[lo[i]:hi[i]]
+            rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv))
+            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]], schema=_arrow_schema(STATE_SCHEMA))
+    return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()
+
+
 def repair(overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
-    """Repair leaf sets then routing tables; return the repaired overlay (dead entries skipped) and counts."""
+    """Repair leaf sets then every dead routing-table entry (eager); return the repaired overlay and counts."""
     state, leaf_msgs = repair_leaf_sets(overlay, dead, log)
     state, rt = repair_routing_tables(overlay, state, dead, log)
     repaired = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
     out = without_dead(repaired, dead)
     return out, {"leaf_messages": leaf_msgs, "table_messages": rt["messages"], "table_holes": rt["holes"],
                  "table_repaired": rt["repaired"]}
+
+
+class LazyRepair:
+    """Pastry's repair after failures: leaf sets at once (eager), routing-table entries when routes find them dead.
+
+    `LazyRepair(overlay, dead)` repairs the leaf sets; `.overlay` then still holds the dead
+    routing-table entries (the nodes do not know them). Route with
+    `route(lazy.overlay, msgs, dead=dead, repair=lazy)`: after each superstep the entries that
+    routes found dead are repaired (see the module docstring) and `.overlay` follows. `.counts`
+    holds leaf_messages, table_holes (dead entries in the survivors' tables at the start) and,
+    growing as routes run, table_met (entries found dead), table_repaired and table_messages.
+    """
+
+    def __init__(self, overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print):
+        state, leaf_msgs = repair_leaf_sets(overlay, dead, log)
+        dead_ids = [int(x) for x in np.flatnonzero(dead)]
+        state = state.withColumn("nbr", F.filter("nbr", lambda x: ~x.isin(dead_ids))).localCheckpoint()
+        holes = _slots(state, 1 << overlay.ring.b).where(F.col("entry").isin(dead_ids)).count()
+        self.overlay = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
+        self.dead, self.log = dead, log
+        self.counts = {"leaf_messages": leaf_msgs, "table_holes": holes, "table_met": 0, "table_repaired": 0,
+                       "table_messages": 0}
+
+    def __call__(self, state: DataFrame, met: DataFrame) -> DataFrame:
+        """Repair the entries in `met` (id, dead) of `state`; return the new state."""
+        if met.isEmpty():
+            return state
+        fixed, c = repair_routing_tables(self.overlay, state, self.dead, self.log, met)
+        self.counts["table_met"] += c["holes"]
+        self.counts["table_repaired"] += c["repaired"]
+        self.counts["table_messages"] += c["messages"]
+        self.log(f"lazy routing-table repair: {c['holes']} entries found dead, {c['repaired']} replaced, "
+                 f"{c['messages']} messages")
+        self.overlay = Overlay(self.overlay.ring, self.overlay.ring_bc, fixed, self.overlay.mode)
+        return fixed

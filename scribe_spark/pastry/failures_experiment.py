@@ -1,10 +1,13 @@
 """Experiment pastry_failures (SPEC P3): lookups before failures, after failures, after repair.
 
-The same lookups (random keys from random surviving nodes) are routed three times: on the
-converged overlay, after `fail_fraction` of the nodes fail silently (survivors skip the dead
-entries they find, no repair), and after leaf-set and routing-table repair. A lookup is
-correct when it ends at the numerically closest node that is alive in that phase, found by
-brute force over the sorted ids.
+The same lookups (random keys from random surviving nodes) are routed on the converged
+overlay; after `fail_fraction` of the nodes fail silently, with no repair (a node that
+forwards to a dead node times out and picks again); and after repair: leaf sets at once, then
+routing tables either lazily (entries repaired when the lookups find them dead, as in Pastry)
+or eagerly (every dead entry before routing). With lazy repair the lookups are routed
+`passes` times in a row, each on the state the previous pass left, to show the repair
+settling. A lookup is correct when it ends at the numerically closest node that is alive in
+that phase, found by brute force over the sorted ids.
 """
 from __future__ import annotations
 
@@ -21,59 +24,88 @@ from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.session import spark_session
 
 PHASES = ("before", "after_failure", "after_repair")
+TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
+
+
+def _row(phase: str, routed: pd.DataFrame, messages: int, failed: int) -> dict:
+    return {"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
+            "correct_fraction": routed.correct.mean(), "repair_messages_per_failed_node": messages / max(1, failed),
+            "timeouts_per_lookup": routed.timeouts.mean(), "rare_case_hops": int(routed.rare.sum()),
+            "max_hops": int(routed.hops.max()), "mean_distance": routed.distance.mean()}
 
 
 def run(p: PastryFailuresParams, run: Run) -> None:
-    """Route, fail, route, repair, route; write failures.csv, a plot and the summary."""
+    """Route, fail, route, repair, route; write failures.csv, repair.csv, a plot and the summary."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
     rng = np.random.default_rng([p.seed, p.nodes, 5])
     dead = np.zeros(p.nodes, dtype=bool)
     dead[rng.choice(p.nodes, int(round(p.fail_fraction * p.nodes)), replace=False)] = True
+    failed = int(dead.sum())
     src = rng.choice(np.flatnonzero(~dead), p.lookups)
     khi, klo = ids.random_ids(p.lookups, rng)
     t0 = time.time()
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
-    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s); {int(dead.sum())} will fail")
+    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s); {failed} will fail")
 
-    rows, counts = [], {}
-    for phase in PHASES:
+    def lookups(phase: str, current: ov.Overlay, alive: np.ndarray, **route_args) -> pd.DataFrame:
         t0 = time.time()
-        if phase == "before":
-            current, alive = overlay, np.ones(p.nodes, dtype=bool)
-        elif phase == "after_failure":
-            current, alive = fl.without_dead(overlay, dead), ~dead
-        else:
-            alive = ~dead
-            current, counts = fl.repair(overlay, dead, log=lambda m: run.log(f"repair: {m}"))
-        routed = fl.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"))
-        correct = routed.correct.to_numpy()
-        per_failed = (counts["leaf_messages"] + counts["table_messages"]) / max(1, dead.sum()) if counts else 0.0
-        rows.append({"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
-                     "correct_fraction": correct.mean(), "repair_messages_per_failed_node": per_failed,
-                     "rare_case_hops": int(routed.rare.sum()), "max_hops": int(routed.hops.max()),
-                     "mean_distance": routed.distance.mean()})
-        run.log(f"{phase}: mean hops {rows[-1]['mean_hops']:.3f}, correct {correct.mean():.4%}, "
-                f"{rows[-1]['rare_case_hops']} rare-case hops ({time.time() - t0:.1f}s)")
+        routed = fl.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"), **route_args)
+        run.log(f"{phase}: mean hops {routed.hops.mean():.3f}, correct {routed.correct.mean():.4%}, "
+                f"{routed.timeouts.mean():.3f} timeouts per lookup, {int(routed.rare.sum())} rare-case hops "
+                f"({time.time() - t0:.1f}s)")
+        return routed
+
+    rows = [_row("before", lookups("before", overlay, np.ones(p.nodes, dtype=bool)), 0, failed),
+            _row("after_failure", lookups("after_failure", overlay, ~dead, dead=dead), 0, failed)]
+    quiet = lambda m: run.log(f"repair: {m}")
+    passes = []
+    if p.table_repair == "eager":
+        current, counts = fl.repair(overlay, dead, log=quiet)
+        counts["table_met"] = counts["table_holes"]
+        routed = lookups("after_repair", current, ~dead, dead=dead)
+        rows.append(_row("after_repair", routed, counts["leaf_messages"] + counts["table_messages"], failed))
+    else:
+        lazy = fl.LazyRepair(overlay, dead, log=quiet)
+        for k in range(1, p.passes + 1):
+            before = {c: lazy.counts[c] for c in TABLE_COUNTS[1:]}
+            routed = lookups(f"after_repair pass {k}", lazy.overlay, ~dead, dead=dead, repair=lazy)
+            step = {c: lazy.counts[c] - before[c] for c in before}
+            passes.append({"pass": k, "mean_hops": routed.hops.mean(), "correct_fraction": routed.correct.mean(),
+                           "timeouts_per_lookup": routed.timeouts.mean(), "entries_found_dead": step["table_met"],
+                           "entries_replaced": step["table_repaired"], "table_messages": step["table_messages"]})
+            if k == 1:
+                rows.append(_row("after_repair", routed,
+                                 lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
+        counts = lazy.counts
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("failures.csv"))
-    repair = pd.DataFrame([{"failed_nodes": int(dead.sum()), **counts}])
+    repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair, "leaf_messages": counts["leaf_messages"],
+                            **{c: counts[c] for c in TABLE_COUNTS}}])
     report.write_csv(repair, run.path("repair.csv"))
-    with report.figure(run.path("failures.png"), f"{p.nodes} nodes, {p.fail_fraction:.0%} fail",
-                       "phase", "mean hops") as ax:
+    passes = pd.DataFrame(passes)
+    if len(passes):
+        report.write_csv(passes, run.path("lazy_passes.csv"))
+    with report.figure(run.path("failures.png"), f"{p.nodes} nodes, {p.fail_fraction:.0%} fail, {p.table_repair} "
+                       "routing-table repair", "phase", "mean hops") as ax:
         bars = ax.bar(range(len(table)), table.mean_hops)
-        for bar, frac in zip(bars, table.correct_fraction):
-            ax.annotate(f"{frac:.2%} correct", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=8)
+        for bar, frac, tmo in zip(bars, table.correct_fraction, table.timeouts_per_lookup):
+            ax.annotate(f"{frac:.2%} correct\n{tmo:.3f} timeouts/lookup",
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(table)), table.phase)
+    how = ("lazily: after each routing superstep, every entry a lookup found dead is repaired before the next "
+           f"superstep; `after_repair` is the first of {p.passes} passes of the same lookups (lazy_passes.csv)"
+           if p.table_repair == "lazy" else "eagerly: every dead entry, before the lookups")
     run.path("summary.md").write_text(
         f"# pastry_failures\n\n{p.nodes} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, {int(dead.sum())} nodes ({p.fail_fraction:.0%}) fail silently; {p.lookups:,} "
+        f"|M|={p.neighborhood}, {failed} nodes ({p.fail_fraction:.0%}) fail silently; {p.lookups:,} "
         f"lookups of random keys from random surviving nodes, the same in every phase; seed {p.seed}. Correct = "
-        "delivered to the numerically closest live node (brute force). Without repair, nodes skip the dead "
-        "entries they find (timeouts are not counted as hops). Repair: leaf sets from the farthest live leaf on "
-        "each short side (supersteps until no node is short), then every dead routing-table entry (r, c) by asking "
-        "row r's live entries, nearest first, until one names a live node, then row r + 1; 2 messages per "
-        "question. Entries whose prefix class has no live node stay empty.\n\n"
-        + report.markdown_table(table, ".4f") + "\n\n## Repair\n\n" + report.markdown_table(repair, ".0f") + "\n")
+        "delivered to the numerically closest live node (brute force). A node that forwards to a dead node times "
+        "out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule again. Repair: "
+        "leaf sets from the farthest live leaf on each short side (supersteps until no node is short); routing-table "
+        f"entries {how}. A dead entry (r, c) is repaired by asking row r's live entries, nearest first, until one "
+        "names a live node, then row r + 1's; 2 messages per question; entries with no live candidate become "
+        "empty.\n\n" + report.markdown_table(table, ".4f") + "\n\n## Repair\n\n"
+        + report.markdown_table(repair, ".0f") + "\n"
+        + ("\n## Lazy repair, pass by pass\n\n" + report.markdown_table(passes, ".4f") + "\n" if len(passes) else ""))

@@ -6,11 +6,12 @@ rate, nodes / mean_session_s, keeps the size steady, from a pool of fresh ids. T
 epochs of `epoch_s`. In each epoch:
 
 1. the members whose sessions end in the epoch leave silently;
-2. before anyone notices: `lookups` random keys from random live members are routed (survivors
-   skip dead entries, as in `pastry_failures`) and checked against the brute-force closest
-   live node; every topic publishes one event, delivered to the live subscribers still
+2. before anyone notices: `lookups` random keys from random live members are routed (a node
+   that forwards to a dead node times out and picks again, as in `pastry_failures`) and
+   checked against the brute-force closest live node; every topic publishes one event, delivered to the live subscribers still
    joined to a live root by live tree edges;
-3. Pastry repairs (leaf sets and routing tables), then Scribe repairs its trees
+3. Pastry repairs (leaf sets and every dead routing-table entry: `failures.repair`, eager, so
+   that the tree repair's SUBSCRIBEs meet no dead entry), then Scribe repairs its trees
    (`repair.repair_trees`: expiry, re-subscribe, root failover with replicated state);
 4. the epoch's newcomers join (`joins.join_batch`); a root that is no longer the topicId's
    destination hands the topic to the newcomer that is (`repair.handoff`);
@@ -36,10 +37,11 @@ from scribe_spark.session import spark_session
 
 
 def _lookups(overlay, alive, count, rng):
+    """Route lookups from live nodes; the state may still name dead nodes (they time out)."""
     src = rng.choice(np.flatnonzero(alive), count)
     khi, klo = ids.random_ids(count, rng)
-    routed = fl.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None)
-    return float(routed.correct.mean()), float(routed.hops.mean())
+    routed = fl.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None, dead=~alive)
+    return float(routed.correct.mean()), float(routed.hops.mean()), float(routed.timeouts.mean())
 
 
 def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[int]) -> tuple[float, int]:
@@ -82,10 +84,8 @@ def run(p: ChurnParams, run: Run) -> None:
         dead[leaving] = True
         live_now = ~dead
         # 2. before repair
-        cut = fl.without_dead(overlay, dead)
-        correct_before, hops_before = _lookups(cut, live_now, p.lookups, rng)
+        correct_before, hops_before, timeouts_before = _lookups(overlay, live_now, p.lookups, rng)
         delivered_before, n_subs = _delivery(overlay, trees, subs, dead, lost)
-        cut.state.unpersist()
         # 3. repair
         roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
         failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
@@ -115,11 +115,13 @@ def run(p: ChurnParams, run: Run) -> None:
         if len(wrong):
             raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
         # 5. after repair and joins
-        correct_after, hops_after = _lookups(overlay, alive, p.lookups, rng)
+        correct_after, hops_after, timeouts_after = _lookups(overlay, alive, p.lookups, rng)
         delivered_after, _ = _delivery(overlay, trees, subs, ~alive, lost)
         rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving), "joined": len(xs),
                      "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
+                     "timeouts_per_lookup_before_repair": timeouts_before,
                      "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
+                     "timeouts_per_lookup_after_repair": timeouts_after,
                      "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
                      "event_delivery_after_repair": delivered_after,
                      "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
@@ -143,7 +145,7 @@ def run(p: ChurnParams, run: Run) -> None:
         f"{p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, {p.epochs} epochs of "
         f"{p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions (newcomers do not subscribe); "
         f"{p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the leaving nodes go silently at its start; "
-        "'before repair' is measured right then (survivors skip dead entries they meet), 'after repair' once Pastry "
+        "'before repair' is measured right then (a node that forwards to a dead node times out and picks again; timeouts per lookup are counted, not as hops), 'after repair' once Pastry "
         "and Scribe have repaired and the epoch's newcomers have joined. Event delivery = share of live "
         "subscriptions joined to a live root by live tree edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
     overlay.state.unpersist()
