@@ -30,10 +30,10 @@ def broken(spark):
     last = spark.createDataFrame(pd.DataFrame({"topic": np.arange(20), "last": np.full(20, 7)}))
     sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                        {t: roots[t] for t in np.flatnonzero(dead[roots])}, 5)
-    fixed = rp.repair_trees(repaired, topics, trees, subs, dead, last, sets, log=lambda m: None)
+    fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last), log=lambda m: None)
     state = lambda o: {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
-    yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, trees=trees, roots=roots, dead=dead,
-               fixed=fixed, repaired=repaired, state=state(overlay), state_after=state(repaired))
+    yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots, dead=dead,
+               sets=sets, fixed=fixed, repaired=repaired, state=state(overlay), state_after=state(repaired))
     overlay.unpersist()
 
 
@@ -52,6 +52,32 @@ def test_superstep_repair_equals_sequential_scribe(broken):
     roots = dict(map(tuple, fixed.trees.roots.toPandas()[["topic", "node"]].itertuples(index=False)))
     assert roots == seq.roots
     assert fixed.counts["orphans"] > 0 and fixed.counts["root_failovers"] >= 4
+
+
+def test_reliable_upcalls_carry_the_last_number_to_every_graft_point(broken):
+    fixed = broken["fixed"]
+    asked = fixed.handled.toPandas()
+    assert len(asked) == fixed.counts["grafts"] > 0
+    assert (asked.above == 7).all()                  # the fault handler's number, through every collapse
+    hops = set(map(tuple, fixed.grafts.toPandas()[["topic", "src", "dst"]].itertuples(index=False)))
+    assert set(map(tuple, asked[["topic", "child", "sender"]].itertuples(index=False))) <= hops
+    assert not broken["dead"][asked.sender].any()
+
+
+def test_an_application_forward_handler_can_change_and_stop_repair_subscribes(spark, broken):
+    from pyspark.sql import functions as F
+    fixed, roots, dead = broken["fixed"], broken["roots"], broken["dead"]
+    grafted = fixed.handled.toPandas().topic.value_counts()
+    stop = int([t for t in grafted.index if not dead[roots[t]]][0])   # a live root's topic whose repair grafts
+    forward = lambda m: m.where(F.col("topic") != stop).withColumn("last", F.greatest("last", F.lit(50)))
+    custom = rp.Upcalls(fault=rp.plain_fault, forward=forward, subscribe=rp.retransmissions)
+    out = rp.repair_trees(broken["repaired"], broken["topics"], broken["trees"], broken["subs"], broken["dead"],
+                          broken["sets"], upcalls=custom, log=lambda m: None)
+    asked = out.handled.toPandas()
+    assert (asked.above == 50).all() and stop not in set(asked.topic)
+    edges = lambda r, keep: {e for e in _edges(r.trees.edges) if keep(e[0])}
+    assert edges(out, lambda t: t != stop) == edges(fixed, lambda t: t != stop)
+    assert edges(out, lambda t: t == stop) < edges(fixed, lambda t: t == stop)   # its orphans stay cut off
 
 
 def test_repaired_trees_have_live_nodes_true_roots_and_reach_every_live_subscriber(broken):

@@ -91,9 +91,7 @@ def run(p: ChurnParams, run: Run) -> None:
         failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
         replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics, failed_roots, p.replicas)
         repaired, pcounts = fl.repair(overlay, dead, log=quiet)
-        last = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(p.topics, dtype=np.int64),
-                                                   "last": np.zeros(p.topics, dtype=np.int64)}))
-        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, last, replica_sets, log=quiet)
+        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets, log=quiet)
         lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
         overlay.state.unpersist()
         alive[leaving] = False

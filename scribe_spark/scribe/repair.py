@@ -7,18 +7,23 @@ count as heartbeats) and parents have stopped hearing from dead children:
    forwarder left with no children that is not a subscriber sends UNSUBSCRIBE to its parent,
    recursively (`trees.unsubscribe`).
 2. faultHandler: every live tree node whose parent is dead drops it and routes a repair
-   SUBSCRIBE(topic) carrying the last sequence number it delivered.
-3. forward upcalls: a member adds the sender as child and stops the message (a graft); a
-   non-member joins and forwards; messages meeting at one node collapse and keep the smallest
-   sequence number (`trees.route_subscribes`).
+   SUBSCRIBE(topic); in the reliable extension it carries the last sequence number it delivered.
+3. forward upcalls: the application's forwardHandler sees the message at each node; then a
+   member adds the sender as child and stops the message (a graft); a non-member joins and
+   forwards; messages meeting at one node collapse and keep the smallest sequence number
+   (`trees.route_subscribes`).
 4. root failover: where Pastry delivers a repair SUBSCRIBE (the live node numerically closest
    to topicId) is the root. A new root that was a forwarder drops its own parent; that entry
    expires and the old parent prunes itself as in 1. The new root has the topic's state
    (creator, ACL, sequence counter) only if it is one of the `replicas` nodes of the old
    root's leaf set nearest to the topicId, which the old root kept up to date; otherwise
    the topic is lost (publishes are refused from then on).
-5. subscribeHandler at each graft: retransmit the buffered events above the request's
-   sequence number (reliable, ordered extension); the event stream is in `repair_experiment`.
+5. subscribeHandler at each graft: in the reliable, ordered extension the graft point
+   retransmits its buffered events above the request's sequence number; the event stream
+   that plays this out is in `repair_experiment`.
+
+The three upcalls are an application's: pass `Upcalls(fault=..., forward=..., subscribe=...)`
+to `repair_trees`. `PLAIN` is Scribe without them; `reliable(last)` is the extension.
 """
 from __future__ import annotations
 
@@ -38,6 +43,45 @@ from scribe_spark.scribe.topics import Topics
 from scribe_spark.scribe.trees import LAST, NODE, TOPIC, Trees
 
 
+def plain_fault(orphans: DataFrame) -> DataFrame:
+    """faultHandler of plain Scribe: the repair SUBSCRIBE (topic, node, last) carries no sequence number."""
+    return orphans.select(TOPIC, NODE, F.lit(None).cast("long").alias(LAST))
+
+
+@dataclass(frozen=True)
+class Upcalls:
+    """An application's upcalls in tree repair (SPEC section 3), as transformations of message frames.
+
+    fault(orphans: topic, node) -> the repair SUBSCRIBEs (topic, node, last) they send;
+    forward(msgs: topic, at, from, last) -> the SUBSCRIBEs that go on from the nodes they
+        reached in a superstep, possibly changed (see `trees.route_subscribes`);
+    subscribe(grafts: topic, src, dst, last) -> what each graft point `dst` does for its new
+        child `src`, as a frame kept in `TreeRepair.handled` (None: nothing).
+    """
+
+    fault: Callable[[DataFrame], DataFrame] = plain_fault
+    forward: Callable[[DataFrame], DataFrame] | None = None
+    subscribe: Callable[[DataFrame], DataFrame] | None = None
+
+
+PLAIN = Upcalls()
+
+
+def fault_handler(orphans: DataFrame, last: DataFrame) -> DataFrame:
+    """Return the repair SUBSCRIBEs (topic, node, last) of orphans: each carries its last delivered sequence number."""
+    return orphans.join(last, TOPIC, "left").select(TOPIC, NODE, F.col(LAST).cast("long").alias(LAST))
+
+
+def retransmissions(grafts: DataFrame) -> DataFrame:
+    """subscribeHandler of the reliable extension: graft point `sender` resends its buffered events above `above` to `child`."""
+    return grafts.select(TOPIC, F.col(DST).alias("sender"), F.col(SRC).alias("child"), F.col(LAST).alias("above"))
+
+
+def reliable(last: DataFrame) -> Upcalls:
+    """The reliable, ordered extension's upcalls; `last` gives (topic, last) delivered by the orphans."""
+    return Upcalls(fault=lambda orphans: fault_handler(orphans, last), subscribe=retransmissions)
+
+
 @dataclass
 class TreeRepair:
     """The repaired trees and what repairing them took."""
@@ -46,6 +90,7 @@ class TreeRepair:
     grafts: DataFrame      # topic, src, dst, last: the edges the repair SUBSCRIBEs created
     failover: pd.DataFrame  # topic, old_root, new_root, replicated (new root held the replicated state)
     counts: dict
+    handled: DataFrame | None = None   # what the subscribeHandler returned for the grafts
 
 
 def _nodes(spark, nodes: np.ndarray, name: str) -> DataFrame:
@@ -70,17 +115,13 @@ def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, i
     return out
 
 
-def fault_handler(orphans: DataFrame, last: DataFrame) -> DataFrame:
-    """Return the repair SUBSCRIBEs (topic, node, last) of orphans: each carries its last delivered sequence number."""
-    return orphans.join(last, TOPIC, "left").select(TOPIC, NODE, F.col(LAST).cast("long").alias(LAST))
-
-
 def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: DataFrame, dead: np.ndarray,
-                 last: DataFrame, replica_sets: dict[int, set[int]], log: Callable[[str], None] = print) -> TreeRepair:
+                 replica_sets: dict[int, set[int]], upcalls: Upcalls = PLAIN,
+                 log: Callable[[str], None] = print) -> TreeRepair:
     """Repair every tree after the nodes in `dead` failed; `overlay` is the repaired Pastry overlay.
 
-    `last` gives (topic, last): the last sequence number the orphans of each topic delivered.
-    `replica_sets` maps each topic whose root failed to the nodes that hold its replicated state.
+    `replica_sets` maps each topic whose root failed to the nodes that hold its replicated state;
+    `upcalls` are the application's (plain Scribe by default).
     """
     spark = subscriptions.sparkSession
     dead_ids = np.flatnonzero(dead)
@@ -109,8 +150,8 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     log(f"{expired} children entries expired, {unsubscribes} UNSUBSCRIBE messages; {n_orphans} orphans re-subscribe")
 
     # 3.-4. repair SUBSCRIBEs; roots where they are delivered
-    routed = tr.route_subscribes(overlay, topics, fault_handler(orphans, last), members,
-                                 log=lambda m: log(f"repair {m}"), detect_roots=True)
+    routed = tr.route_subscribes(overlay, topics, upcalls.fault(orphans), members,
+                                 log=lambda m: log(f"repair {m}"), detect_roots=True, forward=upcalls.forward)
     grafts = routed.edges.localCheckpoint()
     new_roots = routed.roots.toPandas()
     old_roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
@@ -137,12 +178,13 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     unsubscribes += n1 - final.edges.count()
     n_grafts = grafts.count()
     counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
-              "subscribe_messages": n_grafts, "repair_supersteps": routed.supersteps,
+              "subscribe_messages": n_grafts, "grafts": routed.grafts.count(), "repair_supersteps": routed.supersteps,
               "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
               "topics_lost": int((~failover.replicated).sum())}
     log(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
         f"failovers ({counts['topics_lost']} without the replicated state)")
-    return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts)
+    handled = upcalls.subscribe(routed.grafts).localCheckpoint() if upcalls.subscribe is not None else None
+    return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts, handled)
 
 
 def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:

@@ -174,9 +174,12 @@ def run(p: ScribeRepairParams, run: Run) -> None:
                          "last": pub[:, :p.fail_round].sum(axis=1).astype(np.int64)})
     replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                                {t: roots[t] for t in np.flatnonzero(dead[roots])}, p.replicas)
-    fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, spark.createDataFrame(last), replica_sets,
-                            log=run.log)
+    fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets,
+                            upcalls=rp.reliable(spark.createDataFrame(last)), log=run.log)
     repair_s = time.time() - t0
+    asked = fixed.handled.toPandas()     # the subscribeHandler's retransmission requests, one per graft
+    if not (asked.above.to_numpy() == last["last"].to_numpy()[asked[TOPIC].to_numpy()]).all():
+        raise RuntimeError("a repair SUBSCRIBE reached its graft point without the orphans' last sequence number")
 
     live = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     live = live[~dead[live[NODE].to_numpy()]].reset_index(drop=True)

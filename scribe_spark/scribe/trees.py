@@ -69,29 +69,36 @@ class Routed:
     members: DataFrame    # topic, node: the members given plus every node that joined
     roots: DataFrame      # topic, node: where a SUBSCRIBE was delivered (Pastry's destination)
     supersteps: int
+    grafts: DataFrame     # topic, src, dst, last: the hops that ended at a member given (dst grafts src)
 
 
 def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, members: DataFrame | None,
                      log: Callable[[str], None] = print, max_supersteps: int | None = None,
-                     detect_roots: bool = False) -> Routed:
+                     detect_roots: bool = False, forward: Callable[[DataFrame], DataFrame] | None = None) -> Routed:
     """Route SUBSCRIBE(topic) from every sender (topic, node, last) through forward upcalls.
 
     Senders send whether or not they are in `members` (a repair SUBSCRIBE comes from a tree
-    node). At each later node: add the sender as child; stop if the node is a member, else
-    join and forward. Messages meeting at a (topic, node) collapse into one that carries the
-    smallest `last` (the last delivered sequence number, for the reliable extension). A
-    message delivered at a non-member makes it the root; with `detect_roots` a message that
-    stops at a member which is Pastry's destination marks that member as root too (root
-    failover: the new numerically closest node already was a forwarder).
+    node). At each later node: add the sender as child; stop if the node is a member (a
+    graft), else join and forward. Messages meeting at a (topic, node) collapse into one that
+    carries the smallest `last` (the last delivered sequence number, for the reliable
+    extension). A message delivered at a non-member makes it the root; with `detect_roots` a
+    message that stops at a member which is Pastry's destination marks that member as root too
+    (root failover: the new numerically closest node already was a forwarder).
+
+    `forward`, an application's forwardHandler, sees the messages that reach nodes in each
+    superstep (topic, at, from, last) and returns those that go on, possibly changed; a message
+    it drops stops where it is, without making its sender a child.
     """
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
     arrivals = senders.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"), LAST)
-    edges, roots = [], []
+    edges, roots, grafts = [], [], []
     k = 0
     while True:
         t0 = time.time()
         arrivals = arrivals.localCheckpoint()
+        if forward is not None and k > 0:
+            arrivals = forward(arrivals).select(TOPIC, "at", "from", LAST).localCheckpoint()
         edges.append(arrivals.where(F.col("from").isNotNull())
                      .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
         arrived = arrivals.groupBy(TOPIC, F.col("at").alias(NODE)).agg(F.min(LAST).alias(LAST))
@@ -99,6 +106,8 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
             joining = arrived
         else:
             joining = arrived.join(members, [TOPIC, NODE], "left_anti")
+            grafts.append(arrivals.join(members.withColumnRenamed(NODE, "at"), [TOPIC, "at"], "left_semi")
+                          .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
             if detect_roots:
                 stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
                 at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, "at"))
@@ -120,7 +129,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         k += 1
         if k > limit:
             raise RuntimeError(f"subscribe did not converge within {limit} supersteps")
-    return Routed(_union(edges).localCheckpoint(), members, _union(roots).distinct().localCheckpoint(), k + 1)
+    grafted = _union(grafts) if grafts else edges[0].limit(0)
+    return Routed(_union(edges).localCheckpoint(), members, _union(roots).distinct().localCheckpoint(), k + 1,
+                  grafted.localCheckpoint())
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
