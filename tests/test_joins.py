@@ -30,19 +30,7 @@ def test_grown_state_against_the_converged_construction(spark, grown):
     assert list(got.index) == list(range(ring.n))
     # leaf sets: exactly the converged ones (after the leaf-set exchange)
     assert all(set(np.asarray(a).tolist()) == set(np.asarray(b).tolist()) for a, b in zip(got.leaf, want.leaf))
-    cols = 1 << ring.b
-    best = total = 0
-    for node, rt, conv in zip(got.index, got.rt, want.rt):
-        rt, conv = np.asarray(rt), np.asarray(conv)
-        slot = np.flatnonzero(rt >= 0)
-        e, r = rt[slot], slot // cols
-        pre = ids.shared_prefix_digits(ring.hi[e], ring.lo[e], np.full(len(e), ring.hi[node]),
-                                       np.full(len(e), ring.lo[node]), ring.b)
-        assert (pre == r).all() and (ids.digit(ring.hi[e], ring.lo[e], r, ring.b) == slot % cols).all()
-        m = min(len(rt), len(conv))
-        filled = conv[:m] >= 0
-        total += filled.sum()
-        best += (rt[:m][filled] == conv[:m][filled]).sum()
-    share = best / total
-    assert 0.3 < share < 1.0     # valid everywhere, proximity-best in most entries but not all
+    cmp = joins.compare_tables(ring, got, want)
+    assert cmp["invalid"] == 0 and cmp["entries"] > 0
+    assert 0.3 < cmp["best_share"] < 1.0     # valid everywhere, proximity-best in most entries but not all
     assert counts["route"] > 0 and counts["notify"] > 0 and counts["leaf_exchange"] > 0
