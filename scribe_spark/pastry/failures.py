@@ -15,7 +15,7 @@ Repair, counting messages:
 - routing tables: for a dead entry (r, c) the node asks the live entries of row r, nearest
   first, for their (r, c) entry until one names a live node (request + reply each); if none
   does, it asks the entries of row r + 1 the same way; if none does either, the entry stays
-  empty. `lazy_repair` does this as Pastry does, only for the entries routes find dead, after
+  empty. `LazyRepair` does this as Pastry does, only for the entries routes find dead, after
   each routing superstep; `repair` does it for every dead entry at once (eager), so its message
   count is what repairing everything costs. Contacts that are dead are skipped at no cost, and
   a reply that names a dead node counts as no answer (the node would try it and time out).
@@ -252,11 +252,11 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     upd = (holes.join(fix, [ID, "pos"], "left")
            .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
     repaired = int((upd.entry >= 0).sum())
-    out = _set_entries(state, upd, overlay.ring_bc)
+    out = _set_entries(state, upd)
     return out, {"holes": n_holes, "repaired": repaired, "messages": messages}
 
 
-def _set_entries(state: DataFrame, upd: pd.DataFrame, ring_bc: Broadcast) -> DataFrame:
+def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
     """Return the state with routing-table slots (id, pos) set to `entry`.
 
     The updates are broadcast to a map over the state rather than joined: a join's size

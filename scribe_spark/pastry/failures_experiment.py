@@ -23,7 +23,6 @@ from scribe_spark.pastry import failures as fl, overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.session import spark_session
 
-PHASES = ("before", "after_failure", "after_repair")
 TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
 
 

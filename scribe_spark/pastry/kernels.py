@@ -332,8 +332,7 @@ def route_step_timeouts(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt
         n2, r2 = route_step(ring, key_hi[todo], key_lo[todo], at[todo], *flat[0], *flat[1], *flat[2])
         nxt[todo], rule[todo] = n2, r2
         todo = todo[(r2 != DELIVERED) & dead[n2]]
-    cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, np.int64)
-    return nxt, rule, timeouts, cat(met_i), cat(met_node)
+    return nxt, rule, timeouts, _concat(met_i)[0], _concat(met_node)[0]
 
 
 def _concat(lists: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
