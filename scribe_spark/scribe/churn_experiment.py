@@ -8,8 +8,8 @@ epochs of `epoch_s`. In each epoch:
 1. the members whose sessions end in the epoch leave silently;
 2. before anyone notices: `lookups` random keys from random live members are routed (a node
    that forwards to a dead node times out and picks again, as in `pastry_failures`) and
-   checked against the brute-force closest live node; every topic publishes one event, delivered to the live subscribers still
-   joined to a live root by live tree edges;
+   checked against the brute-force closest live node; every topic publishes one event,
+   delivered to the live subscribers still joined to a live root by live tree edges;
 3. Pastry repairs (leaf sets and every dead routing-table entry: `failures.repair`, eager, so
    that the tree repair's SUBSCRIBEs meet no dead entry), then Scribe repairs its trees
    (`repair.repair_trees`: expiry, re-subscribe, root failover with replicated state);
@@ -143,7 +143,8 @@ def run(p: ChurnParams, run: Run) -> None:
         f"{p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, {p.epochs} epochs of "
         f"{p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions (newcomers do not subscribe); "
         f"{p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the leaving nodes go silently at its start; "
-        "'before repair' is measured right then (a node that forwards to a dead node times out and picks again; timeouts per lookup are counted, not as hops), 'after repair' once Pastry "
-        "and Scribe have repaired and the epoch's newcomers have joined. Event delivery = share of live "
+        "'before repair' is measured right then (a node that forwards to a dead node times out and picks "
+        "again; timeouts per lookup are counted, not as hops), 'after repair' once Pastry and Scribe have "
+        "repaired and the epoch's newcomers have joined. Event delivery = share of live "
         "subscriptions joined to a live root by live tree edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
     overlay.state.unpersist()
