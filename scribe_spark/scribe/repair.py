@@ -177,13 +177,14 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
                            log=lambda m: log(f"after failover: {m}"))
     unsubscribes += n1 - final.edges.count()
     n_grafts = grafts.count()
+    grafted = routed.grafts.localCheckpoint()
     counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
-              "subscribe_messages": n_grafts, "grafts": routed.grafts.count(), "repair_supersteps": routed.supersteps,
+              "subscribe_messages": n_grafts, "grafts": grafted.count(), "repair_supersteps": routed.supersteps,
               "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
               "topics_lost": int((~failover.replicated).sum())}
     log(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
         f"failovers ({counts['topics_lost']} without the replicated state)")
-    handled = upcalls.subscribe(routed.grafts).localCheckpoint() if upcalls.subscribe is not None else None
+    handled = upcalls.subscribe(grafted).localCheckpoint() if upcalls.subscribe is not None else None
     return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts, handled)
 
 

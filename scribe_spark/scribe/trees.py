@@ -129,9 +129,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         k += 1
         if k > limit:
             raise RuntimeError(f"subscribe did not converge within {limit} supersteps")
-    grafted = _union(grafts) if grafts else edges[0].limit(0)
+    grafted = _union(grafts) if grafts else edges[0].limit(0)   # left lazy: only tree repair reads it
     return Routed(_union(edges).localCheckpoint(), members, _union(roots).distinct().localCheckpoint(), k + 1,
-                  grafted.localCheckpoint())
+                  grafted)
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
