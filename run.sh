@@ -2,7 +2,7 @@
 # scribe-spark launcher.
 #   ./run.sh                       set up the environment if missing, run the quick tour
 #   ./run.sh test [PYTEST ARGS]    run the test suite
-#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL]
+#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL] [--resume]
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh package               build the --py-files zip of the library (prints its path)
 #   ./run.sh list                  list the experiments
@@ -72,18 +72,30 @@ run_experiment() {
       *) args+=("$1"); shift ;;
     esac
   done
+  # every parameter and the output folder are checked before the JVM starts (exit 2: bad input;
+  # 10: --resume found the run already complete)
+  local rc=0
+  "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
+  [ $rc -eq 10 ] && return 0
+  [ $rc -eq 0 ] || exit $rc
   local extra=()
   case "$master" in
     local*) ;;
     *)  # executors may be on other machines: ship the library with the job
         extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
   esac
-  spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
+  # stderr goes through quiet_jvm, stdout straight through (fd 3)
+  { spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
     --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
     --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
     --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
-    "jobs/$name.py" ${args[@]+"${args[@]}"}
+    "jobs/$name.py" ${args[@]+"${args[@]}"} 2>&1 1>&3 3>&- | quiet_jvm; } 3>&1
+}
+
+quiet_jvm() {
+  # JVM start-up notices a user cannot act on; Spark's own errors and Python tracebacks pass
+  grep -v --line-buffered -e '^WARNING: Using incubator modules: jdk.incubator.vector$' >&2 || true
 }
 
 package_library() {
@@ -191,9 +203,9 @@ quick_tour() {
 cmd="${1:-tour}"
 case "$cmd" in
   -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  list) experiments; exit 0 ;;
 esac
 setup
+[ "$cmd" = list ] && exec "$VENV/bin/python" -m scribe_spark.registry
 case "$cmd" in
   tour) quick_tour ;;
   package) package_library ;;   # the --py-files zip for non-local masters (prints its path)
@@ -206,6 +218,7 @@ case "$cmd" in
     esac ;;
   test)
     shift
+    "$VENV/bin/ruff" check . || { echo "run.sh: ruff found problems (see above); fix them before the tests run" >&2; exit 1; }
     set +e
     "$VENV/bin/python" -m pytest "$@"
     rc=$?

@@ -2,8 +2,6 @@
 import sys
 
 from scribe_spark.cli import main
-from scribe_spark.config import ChurnParams
-from scribe_spark.scribe.churn_experiment import run
 
 if __name__ == "__main__":
-    sys.exit(main("churn", ChurnParams, run))
+    sys.exit(main("churn"))

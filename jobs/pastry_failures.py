@@ -2,8 +2,6 @@
 import sys
 
 from scribe_spark.cli import main
-from scribe_spark.config import PastryFailuresParams
-from scribe_spark.pastry.failures_experiment import run
 
 if __name__ == "__main__":
-    sys.exit(main("pastry_failures", PastryFailuresParams, run))
+    sys.exit(main("pastry_failures"))

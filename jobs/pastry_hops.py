@@ -2,8 +2,6 @@
 import sys
 
 from scribe_spark.cli import main
-from scribe_spark.config import PastryHopsParams
-from scribe_spark.pastry.hops import run
 
 if __name__ == "__main__":
-    sys.exit(main("pastry_hops", PastryHopsParams, run))
+    sys.exit(main("pastry_hops"))

@@ -2,8 +2,6 @@
 import sys
 
 from scribe_spark.cli import main
-from scribe_spark.config import ScribeParams
-from scribe_spark.scribe.multicast import run
 
 if __name__ == "__main__":
-    sys.exit(main("scribe_multicast", ScribeParams, run))
+    sys.exit(main("scribe_multicast"))

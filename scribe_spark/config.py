@@ -426,6 +426,9 @@ class ScribeRepairParams:
         failing = round(self.fail_fraction * self.nodes)
         _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
                  f"must leave at least leaf_set + 2 = {self.leaf_set + 2} live nodes", self.fail_fraction)
+        _require(failing <= self.nodes - self.topics, "fail_fraction",
+                 f"must leave at least topics = {self.topics} live nodes (every topic's publisher never fails)",
+                 self.fail_fraction)
         _require(0 <= self.failed_roots <= min(self.topics, failing), "failed_roots",
                  f"must be in 0..min(topics, failing nodes = {failing})", self.failed_roots)
         _require(self.timeout >= 1, "timeout", "must be >= 1 round", self.timeout)
@@ -461,8 +464,8 @@ class ChurnParams:
     topology: TopologyParams = field(default_factory=TopologyParams)
 
     def validate(self) -> None:
-        _require(self.nodes >= 2 * (self.leaf_set + 2), "nodes", f"must be >= 2 (leaf_set + 2) = {2 * (self.leaf_set + 2)}",
-                 self.nodes)
+        least = 2 * (self.leaf_set + 2)
+        _require(self.nodes >= least, "nodes", f"must be >= 2 (leaf_set + 2) = {least}", self.nodes)
         _require(self.epochs >= 1, "epochs", "must be >= 1", self.epochs)
         _require(self.epoch_s > 0, "epoch_s", "must be > 0", self.epoch_s)
         _require(self.mean_session_s > 0, "mean_session_s", "must be > 0", self.mean_session_s)

@@ -34,8 +34,17 @@ from pyspark.sql import types as T
 
 from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _arrow_schema, _columns, _list_array,
-                                         _offsets_values, messages_frame, route)
+from scribe_spark.pastry.overlay import (
+    ID,
+    STATE_SCHEMA,
+    Overlay,
+    _arrow_schema,
+    _columns,
+    _list_array,
+    _offsets_values,
+    messages_frame,
+    route,
+)
 
 
 def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray) -> np.ndarray:
@@ -80,7 +89,10 @@ def _layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.ndarray:
         return cand
     smaller, larger = _sides(ring, me, cand)
     smaller, larger = smaller[:half], larger[:half]
-    pad = lambda side: np.concatenate([side, np.full(half - len(side), side[-1] if len(side) else me)])
+
+    def pad(side: np.ndarray) -> np.ndarray:
+        return np.concatenate([side, np.full(half - len(side), side[-1] if len(side) else me)])
+
     return np.concatenate([pad(smaller), pad(larger)]).astype(np.int64)
 
 
@@ -241,7 +253,8 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
         first = asked.groupBy(ID, "pos").agg(F.min(F.when(F.col("ok"), F.col("cdist"))).alias("first_ok"),
                                              F.min_by(F.when(F.col("ok"), F.col("cand")),
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
-        counted = asked.join(first, [ID, "pos"]).where(F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
+        counted = asked.join(first, [ID, "pos"]).where(
+            F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
         messages += 2 * counted.count()
         found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
         fixes.append(found)

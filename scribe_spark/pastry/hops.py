@@ -1,6 +1,7 @@
 """Experiment pastry_hops (SPEC P1 + P2): route hops and relative distance vs overlay size."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -31,8 +32,8 @@ def make_ring(n: int, p, rng: np.random.Generator, routers: topology.TransitStub
     elif p.proximity == "transit-stub":
         prox = topology.on_sites("transit-stub", n, routers.delay, topology.LAN_DELAY_MS, rng, distinct=False)
     else:
-        if n > len(matrix):
-            raise ValueError(f"key 'nodes': {n} nodes but the latency matrix has only {len(matrix)} sites")
+        if n > len(matrix):   # config.validate refuses this before Spark starts
+            raise RuntimeError(f"{n} nodes but the latency matrix has only {len(matrix)} sites")
         prox = topology.on_sites("matrix", n, matrix, 0.0, rng, distinct=True)
     return Ring(hi, lo, p.b, p.leaf_set, p.neighborhood, prox)
 
@@ -58,48 +59,57 @@ def run(p: PastryHopsParams, run: Run) -> None:
     """Run P1 + P2 for every overlay size and write tables, plots and the summary."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    hops_rows, dist_rows, time_rows, hist = [], [], [], {}
+    hops_rows, dist_rows, time_rows, hist, routes, nodes = [], [], [], {}, [], []
     for n in p.nodes:
-        ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers, matrix)
+        # built once per size, and only if a point of that size was not saved by an interrupted run
+        ring = functools.cache(functools.partial(make_ring, n, p, np.random.default_rng([p.seed, n]), routers, matrix))
         for mode in MODES:
-            t0 = time.time()
-            run.log(f"N={n} {mode}: building node state")
-            overlay = ov.build_overlay(spark, ring, mode, seed=p.seed, partitions=p.partitions or None)
-            t_build = time.time() - t0
-            msgs = ov.lookups(spark, ring, p.lookups, np.random.default_rng([p.seed, n, 1]))
-            t1 = time.time()
-            routed = ov.route(overlay, msgs, log=lambda m: run.log(f"N={n} {mode}: {m}"))
-            agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),
-                             F.mean(F.col("distance") / F.col("direct")).alias("rel"),
-                             F.sum("rare").alias("rare"), F.count("*").alias("count")).first()
-            t_route = time.time() - t1
-            run.log(f"N={n} {mode}: mean hops {agg['mean']:.3f}, max {agg['max']}, "
-                    f"relative distance {agg['rel']:.3f} (build {t_build:.1f}s, route {t_route:.1f}s)")
+            pt = run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode))
             if mode == "proximity":
-                hops_rows.append({"nodes": n, "lookups": agg["count"], "mean_hops": agg["mean"],
-                                  "max_hops": agg["max"], "log_2b_n": math.log(n, 2 ** p.b),
-                                  "bound": math.ceil(math.log(n, 2 ** p.b)) + 1})
-                hist[n] = routed.groupBy("hops").count().toPandas().sort_values("hops")
-            dist_rows.append({"nodes": n, "mode": mode, "proximity": p.proximity,
-                              "mean_relative_distance": agg["rel"], "mean_hops": agg["mean"],
-                              "rare_case_hops": agg["rare"]})
-            time_rows.append({"nodes": n, "mode": mode, "build_s": round(t_build, 2),
-                              "route_s": round(t_route, 2), "lookups": p.lookups})
+                hops_rows.append(pt["hops"])
+                hist[n] = pt["hist"]
+            dist_rows.append(pt["dist"])
+            time_rows.append(pt["time"])
             if p.save_routes:
-                _save_routes(routed, ring, n, mode, run)
-            overlay.unpersist()
+                routes.append(pt["routes"])
         if p.save_routes:
-            _save_nodes(ring, n, run)
+            nodes.append(run.point(f"nodes={n} ring", lambda: _nodes_table(ring(), n)))
+    if p.save_routes:
+        pq.write_table(pa.concat_tables(routes), run.path("routes.parquet"))
+        pq.write_table(pa.concat_tables(nodes), run.path("nodes.parquet"))
     _write(p, run, pd.DataFrame(hops_rows), pd.DataFrame(dist_rows), pd.DataFrame(time_rows), hist)
 
 
-def _append_parquet(path, table: pa.Table) -> None:
-    if path.exists():
-        table = pa.concat_tables([pq.read_table(path), table])
-    pq.write_table(table, path)
+def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dict:
+    """Build one overlay, route the lookups through it; return the rows of one (size, mode) point."""
+    n = ring.n
+    t0 = time.time()
+    run.log(f"N={n} {mode}: building node state")
+    overlay = ov.build_overlay(spark, ring, mode, seed=p.seed, partitions=p.partitions or None)
+    t_build = time.time() - t0
+    msgs = ov.lookups(spark, ring, p.lookups, np.random.default_rng([p.seed, n, 1]))
+    t1 = time.time()
+    routed = ov.route(overlay, msgs, log=lambda m: run.log(f"N={n} {mode}: {m}"))
+    agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),
+                     F.mean(F.col("distance") / F.col("direct")).alias("rel"),
+                     F.sum("rare").alias("rare"), F.count("*").alias("count")).first()
+    t_route = time.time() - t1
+    run.log(f"N={n} {mode}: mean hops {agg['mean']:.3f}, max {agg['max']}, "
+            f"relative distance {agg['rel']:.3f} (build {t_build:.1f}s, route {t_route:.1f}s)")
+    pt = {"hops": {"nodes": n, "lookups": agg["count"], "mean_hops": agg["mean"], "max_hops": agg["max"],
+                   "log_2b_n": math.log(n, 2 ** p.b), "bound": math.ceil(math.log(n, 2 ** p.b)) + 1},
+          "hist": routed.groupBy("hops").count().toPandas().sort_values("hops") if mode == "proximity" else None,
+          "dist": {"nodes": n, "mode": mode, "proximity": p.proximity, "mean_relative_distance": agg["rel"],
+                   "mean_hops": agg["mean"], "rare_case_hops": agg["rare"]},
+          "time": {"nodes": n, "mode": mode, "build_s": round(t_build, 2), "route_s": round(t_route, 2),
+                   "lookups": p.lookups}}
+    if p.save_routes:
+        pt["routes"] = _routes_table(routed, ring, n, mode)
+    overlay.unpersist()
+    return pt
 
 
-def _save_nodes(ring: Ring, n: int, run: Run) -> None:
+def _nodes_table(ring: Ring, n: int) -> pa.Table:
     nodes = np.arange(ring.n)
     cols = {"overlay_nodes": np.full(n, n), "node": nodes, "id": ids.to_hex(ring.hi, ring.lo)}
     prox = ring.prox
@@ -108,18 +118,19 @@ def _save_nodes(ring: Ring, n: int, run: Run) -> None:
             cols[axis] = prox.coords[:, i]
     else:
         cols["site"] = prox.site
-    _append_parquet(run.path("nodes.parquet"), pa.table(cols))
+    return pa.table(cols)
 
 
-def _save_routes(routed, ring: Ring, n: int, mode: str, run: Run) -> None:
-    pdf = routed.select("src", "key_hi", "key_lo", "dest", "hops", "distance").toPandas().sort_values(["src", "key_hi", "key_lo"])
-    key = ids.to_hex(pdf.key_hi.to_numpy().astype(np.int64).view(np.uint64), pdf.key_lo.to_numpy().astype(np.int64).view(np.uint64))
+def _routes_table(routed, ring: Ring, n: int, mode: str) -> pa.Table:
+    pdf = (routed.select("src", "key_hi", "key_lo", "dest", "hops", "distance").toPandas()
+           .sort_values(["src", "key_hi", "key_lo"]))
+    key = ids.to_hex(pdf.key_hi.to_numpy().astype(np.int64).view(np.uint64),
+                     pdf.key_lo.to_numpy().astype(np.int64).view(np.uint64))
     src, dst = pdf.src.to_numpy(), pdf.dest.to_numpy()
-    table = pa.table({"overlay_nodes": np.full(len(pdf), n), "mode": [mode] * len(pdf),
-                      "source": ids.to_hex(ring.hi[src], ring.lo[src]), "key": key,
-                      "destination": ids.to_hex(ring.hi[dst], ring.lo[dst]),
-                      "hops": pdf.hops.to_numpy(), "distance": pdf.distance.to_numpy()})
-    _append_parquet(run.path("routes.parquet"), table)
+    return pa.table({"overlay_nodes": np.full(len(pdf), n), "mode": [mode] * len(pdf),
+                     "source": ids.to_hex(ring.hi[src], ring.lo[src]), "key": key,
+                     "destination": ids.to_hex(ring.hi[dst], ring.lo[dst]),
+                     "hops": pdf.hops.to_numpy(), "distance": pdf.distance.to_numpy()})
 
 
 def _write(p: PastryHopsParams, run: Run, hops: pd.DataFrame, dist: pd.DataFrame, timing: pd.DataFrame,

@@ -80,6 +80,12 @@ def measure(sim: Simulation, duration_s: float) -> dict:
             "throughput_per_s": in_window / (duration_s / 2), "inter_server_bytes": sum(sim.stats.bytes_out.values())}
 
 
+def _outcome(sim: Simulation, duration_s: float) -> dict:
+    """What the tables and plots need from one finished simulation (kept as a sweep point)."""
+    return {"measured": measure(sim, duration_s), "latency": np.asarray(sim.stats.latency),
+            "bytes_out": dict(sim.stats.bytes_out), "tm_work": dict(sim.tm_work)}
+
+
 def run(p: TnoSequencerParams, run: Run) -> None:
     """Both sweeps for every popularity model, then tables, plots and the summary."""
     spark = spark_session(run.name)
@@ -99,35 +105,35 @@ def run(p: TnoSequencerParams, run: Run) -> None:
         place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
         profile = chain_profile(Sequencer(sg, rank), place.server_of, probs)
         visits = profile.pop("tm_visits")
-        run.log(f"{model}: groups ready ({len(sub):,} subscriptions); an event visits {profile['mean_tms_visited']:.1f} "
-                f"TMs ({profile['mean_timestamp_stages']:.1f} timestamp stages) on {profile['mean_servers_visited']:.2f} "
-                f"servers, timestamps of {profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
+        run.log(f"{model}: groups ready ({len(sub):,} subscriptions); an event visits "
+                f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} timestamp stages) "
+                f"on {profile['mean_servers_visited']:.2f} servers, timestamps of "
+                f"{profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
         points = [("rate", r, p.service_ms) for r in p.rates]
         points += [("service", max(p.rates), s) for s in p.service_sweep_ms]
-        runs: dict = {}   # (rate, service) -> simulation; both sweeps share the point (max rate, service_ms)
         for sweep, rate, service in points:
             t0 = time.time()
-            if (rate, service) not in runs:
-                runs[(rate, service)] = simulate(sg, rank, place, probs, rate, p.duration_s, service, p.clients,
-                                                 [p.seed, m, int(rate), int(service * 1e6)])
-            sim = runs[(rate, service)]
+            # both sweeps share the point (max rate, service_ms): same key, simulated once
+            sim = run.point(f"{model} rate={rate:g} service={service:g}",
+                            lambda: _outcome(simulate(sg, rank, place, probs, rate, p.duration_s, service, p.clients,
+                                                      [p.seed, m, int(rate), int(service * 1e6)]), p.duration_s))
             capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
             row = {"popularity": model, "sweep": sweep, "rate_per_s": rate, "service_ms": service,
-                   **measure(sim, p.duration_s), "capacity_per_s": capacity, **profile}
+                   **sim["measured"], "capacity_per_s": capacity, **profile}
             rows.append(row)
             run.log(f"{model} {sweep} sweep, {rate:g}/s, service {service:g} ms: latency mean "
                     f"{row['mean_latency_ms']:.1f} ms (p99 {row['p99_latency_ms']:.1f}), throughput "
                     f"{row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) ({time.time() - t0:.1f}s)")
             if sweep == "rate":
-                latencies[(model, rate)] = np.asarray(sim.stats.latency)
+                latencies[(model, rate)] = sim["latency"]
             if sweep == "rate" and rate == max(p.rates):
-                total = max(1, sum(sim.stats.bytes_out.values()))
-                stages = sum(sim.tm_work.values())
+                total = max(1, sum(sim["bytes_out"].values()))
+                stages = sum(sim["tm_work"].values())
                 for s in range(p.servers):
-                    work = sum(v for tm, v in sim.tm_work.items() if place.server_of[tm] == s)
+                    work = sum(v for tm, v in sim["tm_work"].items() if place.server_of[tm] == s)
                     bandwidth.append({"popularity": model, "server": s, "region": place.server_region[s],
-                                      "inter_server_bytes": sim.stats.bytes_out.get(s, 0),
-                                      "bandwidth_share": sim.stats.bytes_out.get(s, 0) / total,
+                                      "inter_server_bytes": sim["bytes_out"].get(s, 0),
+                                      "bandwidth_share": sim["bytes_out"].get(s, 0) / total,
                                       "timestamp_stage_share": work / max(1, stages)})
     table, bw = pd.DataFrame(rows), pd.DataFrame(bandwidth)
     report.write_csv(table, run.path("sequencer.csv"))

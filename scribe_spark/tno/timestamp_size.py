@@ -57,6 +57,26 @@ def _weighted(values: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
     return mean, float(np.sqrt(np.average((values - mean) ** 2, weights=weights)))
 
 
+def _measure(spark, p: TnoSizeParams, run: Run, model: str, probs: np.ndarray, k: int) -> dict:
+    """Draw k topics per client, size every sequencing group; return one row."""
+    t0 = time.time()
+    rng = np.random.default_rng([p.seed, k, list(POPULARITY).index(model)])
+    sub, top = draw_subscriptions(p.clients, k, probs, rng)
+    df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
+                                             groups.TOPIC: top.astype(np.int32)}))
+    sizes = groups.sequencing_group_sizes(df, causal=p.causal).toPandas()
+    size = np.zeros(p.topics)
+    size[sizes.topic.to_numpy()] = sizes["size"].to_numpy()
+    subscribed = size > 0   # a topic nobody subscribes to has no group and no events
+    v, w = size[subscribed], probs[subscribed]
+    mean_w, std_w = _weighted(v, w)
+    run.log(f"{model}, {k} topics/client ({len(sub):,} subscriptions): mean |SG| {v.mean():.1f} "
+            f"(weighted {mean_w:.1f}) ({time.time() - t0:.1f}s)")
+    return {"popularity": model, "topics_per_client": k, "subscriptions": len(sub),
+            "mean_size": v.mean(), "std_size": v.std(), "mean_size_weighted": mean_w,
+            "std_size_weighted": std_w, "topics_subscribed": int(subscribed.sum())}
+
+
 def run(p: TnoSizeParams, run: Run) -> None:
     """Measure timestamp sizes for every popularity model and subscriptions-per-client value."""
     spark = spark_session(run.name)
@@ -66,21 +86,7 @@ def run(p: TnoSizeParams, run: Run) -> None:
         run.log(f"{model}: Zipf exponent {zipf_exponent(p.topics, POPULARITY[model]):.4f} "
                 f"(top {POPULARITY[model]:.1%} of topics draw 80% of picks)")
         for k in p.topics_per_client:
-            t0 = time.time()
-            rng = np.random.default_rng([p.seed, k, list(POPULARITY).index(model)])
-            sub, top = draw_subscriptions(p.clients, k, probs, rng)
-            df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32), groups.TOPIC: top.astype(np.int32)}))
-            sizes = groups.sequencing_group_sizes(df, causal=p.causal).toPandas()
-            size = np.zeros(p.topics)
-            size[sizes.topic.to_numpy()] = sizes["size"].to_numpy()
-            subscribed = size > 0   # a topic nobody subscribes to has no group and no events
-            v, w = size[subscribed], probs[subscribed]
-            mean_w, std_w = _weighted(v, w)
-            rows.append({"popularity": model, "topics_per_client": k, "subscriptions": len(sub),
-                         "mean_size": v.mean(), "std_size": v.std(), "mean_size_weighted": mean_w,
-                         "std_size_weighted": std_w, "topics_subscribed": int(subscribed.sum())})
-            run.log(f"{model}, {k} topics/client ({len(sub):,} subscriptions): mean |SG| {v.mean():.1f} "
-                    f"(weighted {mean_w:.1f}) ({time.time() - t0:.1f}s)")
+            rows.append(run.point(f"{model} topics_per_client={k}", lambda: _measure(spark, p, run, model, probs, k)))
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("timestamp_size.csv"))
     for weighted, suffix in ((False, ""), (True, "_weighted")):
