@@ -18,8 +18,10 @@ from scribe_spark.cli import Run
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import metrics, topics as tp, trees as tr
-from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.scribe import metrics
+from scribe_spark.scribe import topics as tp
+from scribe_spark.scribe import trees as tr
+from scribe_spark.scribe.trees import NODE, SRC, TOPIC
 from scribe_spark.session import spark_session
 
 
@@ -54,7 +56,8 @@ def workload(p: ScribeParams, rng: np.random.Generator):
 def gate(spark, topics: tp.Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
     """Apply the credential check in Spark; return (accepted (topic, node) frame, refused count)."""
     acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64), "acl": topics.cred}))
-    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64), "cred": cred}))
+    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
+                                              "cred": cred}))
     checked = req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl")).localCheckpoint()
     refused = checked.where(~F.col("ok")).count()
     accepted = checked.where("ok").select(TOPIC, NODE).distinct().localCheckpoint()
@@ -125,8 +128,8 @@ def _hex(ring, nodes):
 
 
 def _save_trees(trees, subs, ring, topics, run: Run) -> None:
-    e = trees.edges.toPandas()
-    s = subs.toPandas()
+    e = trees.edges.toPandas().sort_values([TOPIC, SRC]).reset_index(drop=True)
+    s = subs.toPandas().sort_values([TOPIC, NODE]).reset_index(drop=True)
     thex = ids.to_hex(topics.hi, topics.lo)
     pq.write_table(pa.table({"topic": thex[e.topic.to_numpy()], "child": _hex(ring, e.src.to_numpy()),
                              "parent": _hex(ring, e.dst.to_numpy())}), run.path("trees.parquet"))
@@ -167,7 +170,8 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     report.write_csv(link_stress, run.path("link_stress.csv"))
     report.write_csv(pd.concat(ls_dist), run.path("link_stress_distribution.csv"))
     report.write_csv(shape, run.path("tree_shape.csv"))
-    report.write_csv(pd.DataFrame([{"phase": k, "seconds": round(v, 2)} for k, v in t.items()]), run.path("timings.csv"))
+    timings = pd.DataFrame([{"phase": k, "seconds": round(v, 2)} for k, v in t.items()])
+    report.write_csv(timings, run.path("timings.csv"))
 
     valid = delay.dropna(subset=["rmd", "rad"])
     with report.figure(run.path("delay_penalty_cdf.png"), "Delay penalty of Scribe vs IP unicast",
@@ -192,8 +196,10 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
         ax.hist(shape.depth, bins=np.arange(shape.depth.max() + 2) - 0.5)
 
     headline = pd.DataFrame([
-        {"metric": "RMD median / mean / max", "value": f"{valid.rmd.median():.2f} / {valid.rmd.mean():.2f} / {valid.rmd.max():.2f}"},
-        {"metric": "RAD median / mean / max", "value": f"{valid.rad.median():.2f} / {valid.rad.mean():.2f} / {valid.rad.max():.2f}"},
+        {"metric": "RMD median / mean / max",
+         "value": f"{valid.rmd.median():.2f} / {valid.rmd.mean():.2f} / {valid.rmd.max():.2f}"},
+        {"metric": "RAD median / mean / max",
+         "value": f"{valid.rad.median():.2f} / {valid.rad.mean():.2f} / {valid.rad.max():.2f}"},
         {"metric": "children entries per node: mean (all nodes) / max",
          "value": f"{node_stress.mean_all_nodes[1]:.2f} / {node_stress['max'][1]}"},
         {"metric": "topics forwarded per node: mean (all nodes) / max",

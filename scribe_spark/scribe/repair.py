@@ -73,7 +73,7 @@ def fault_handler(orphans: DataFrame, last: DataFrame) -> DataFrame:
 
 
 def retransmissions(grafts: DataFrame) -> DataFrame:
-    """subscribeHandler of the reliable extension: graft point `sender` resends its buffered events above `above` to `child`."""
+    """subscribeHandler of the reliable extension: graft point `sender` resends buffered events above `above`."""
     return grafts.select(TOPIC, F.col(DST).alias("sender"), F.col(SRC).alias("child"), F.col(LAST).alias("above"))
 
 
@@ -153,7 +153,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     routed = tr.route_subscribes(overlay, topics, upcalls.fault(orphans), members,
                                  log=lambda m: log(f"repair {m}"), detect_roots=True, forward=upcalls.forward)
     grafts = routed.edges.localCheckpoint()
-    new_roots = routed.roots.toPandas()
+    new_roots = routed.roots.toPandas().sort_values(TOPIC)
     old_roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
     failover = []
     for t, r in zip(new_roots[TOPIC], new_roots[NODE]):
@@ -161,7 +161,8 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
         if r != r0:
             if not dead[r0]:
                 raise RuntimeError(f"topic {t}: a repair SUBSCRIBE was delivered at {r}, but its root {r0} is alive")
-            failover.append({TOPIC: int(t), "old_root": r0, "new_root": int(r), "replicated": int(r) in replica_sets[int(t)]})
+            failover.append({TOPIC: int(t), "old_root": r0, "new_root": int(r),
+                             "replicated": int(r) in replica_sets[int(t)]})
     failover = pd.DataFrame(failover, columns=[TOPIC, "old_root", "new_root", "replicated"])
     promoted = spark.createDataFrame(failover[[TOPIC, "new_root"]].rename(columns={"new_root": SRC}),
                                      f"{TOPIC} long, {SRC} long")
@@ -193,7 +194,8 @@ def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
     from scribe_spark.scribe.metrics import tree_paths
     spark = trees.edges.sparkSession
     dead_ids = np.flatnonzero(dead)
-    edges = trees.edges.join(_nodes(spark, dead_ids, SRC), SRC, "left_anti").join(_nodes(spark, dead_ids, DST), DST, "left_anti")
+    edges = (trees.edges.join(_nodes(spark, dead_ids, SRC), SRC, "left_anti")
+             .join(_nodes(spark, dead_ids, DST), DST, "left_anti"))
     roots = trees.roots.join(_nodes(spark, dead_ids, NODE), NODE, "left_anti")
     paths = tree_paths(overlay, Trees(edges.select(TOPIC, SRC, DST), trees.members, roots, 0), log=lambda m: None)
     return paths.select(TOPIC, NODE).toPandas()

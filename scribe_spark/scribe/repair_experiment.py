@@ -28,9 +28,12 @@ import pandas as pd
 from scribe_spark import report
 from scribe_spark.cli import Run
 from scribe_spark.config import ScribeRepairParams
-from scribe_spark.pastry import failures as fl, overlay as ov
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast, repair as rp, trees as tr
+from scribe_spark.scribe import multicast
+from scribe_spark.scribe import repair as rp
+from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
 
@@ -144,7 +147,7 @@ def choose_failures(p: ScribeRepairParams, roots: np.ndarray, rng: np.random.Gen
     spare = np.setdiff1d(np.flatnonzero(~dead), publisher)
     more = round(p.fail_fraction * p.nodes) - int(dead.sum())
     if more > len(spare):
-        raise ValueError(f"key 'fail_fraction': cannot fail {more} more nodes besides the {p.topics} publishers")
+        raise RuntimeError(f"cannot fail {more} more nodes besides the {p.topics} publishers")  # config forbids it
     dead[rng.choice(spare, max(0, more), replace=False)] = True
     return dead, publisher
 
@@ -202,8 +205,10 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     table = table[["mode"] + [c for c in table.columns if c != "mode"]]
     rounds = pd.concat(rounds, ignore_index=True)
 
-    edge_counts = lambda df: df.groupBy(TOPIC).count().toPandas().set_index(TOPIC)["count"].reindex(
-        range(p.topics), fill_value=0).to_numpy()
+    def edge_counts(df) -> np.ndarray:
+        counts = df.groupBy(TOPIC).count().toPandas().set_index(TOPIC)["count"]
+        return counts.reindex(range(p.topics), fill_value=0).to_numpy()
+
     e_before = edge_counts(trees.edges)
     e_during = edge_counts(trees.edges.join(spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)})), "dst"))
     e_after = edge_counts(fixed.trees.edges)
@@ -220,14 +225,16 @@ def run(p: ScribeRepairParams, run: Run) -> None:
         {"kind": "reliable_retransmitted_deliveries", "messages": retransmitted}])
     failed = int(dead.sum())
     repair = pd.DataFrame([{"failed_nodes": failed, "failed_roots": int(root_dead.sum()), **c,
-                            "scribe_repair_messages_per_failed_node": (c["subscribe_messages"] + c["unsubscribe_messages"]) / max(1, failed),
+                            "scribe_repair_messages_per_failed_node":
+                                (c["subscribe_messages"] + c["unsubscribe_messages"]) / max(1, failed),
                             "disconnected_subscribers": int((~live.joined).sum()), "live_subscribers": len(live),
-                            "detection_rounds": p.timeout, "repair_s": repair_s}])
+                            "detection_rounds": p.timeout}])
     report.write_csv(table, run.path("repair.csv"))
     report.write_csv(rounds, run.path("rounds.csv"))
     report.write_csv(messages, run.path("messages.csv"))
     report.write_csv(repair, run.path("tree_repair.csv"))
     report.write_csv(fixed.failover, run.path("failover.csv"))
+    report.write_csv(pd.DataFrame([{"phase": "repair_s", "seconds": round(repair_s, 2)}]), run.path("timings.csv"))
     _plots(p, run, rounds)
     _summary(p, run, table, repair, messages, fixed.failover)
     overlay.unpersist()
@@ -254,10 +261,11 @@ def _summary(p, run, table, repair, messages, failover) -> None:
         f"start of round {p.fail_round}; children detect after {p.timeout} missed heartbeats, so repair takes effect "
         f"in round {p.fail_round + p.timeout}. Phases are by publish round: before [0, {p.fail_round}), during "
         f"[{p.fail_round}, {p.fail_round + p.timeout}), after. Reliable extension: buffers of {p.buffer} events, "
-        f"root state replicated on the {p.replicas} nodes of the root's leaf set nearest the topicId. Ratios are over subscribers that stay alive; order "
+        f"root state replicated on the {p.replicas} nodes of the root's leaf set nearest the topicId. "
+        "Ratios are over subscribers that stay alive; order "
         "is checked on the delivery log (sequence numbers must rise strictly per subscriber).\n\n"
-        + report.markdown_table(table, ".4f") + "\n\n## Tree repair\n\n" + report.markdown_table(repair.T.reset_index()
-                                                                                           .rename(columns={"index": "quantity", 0: "value"}), ".3f")
+        + report.markdown_table(table, ".4f") + "\n\n## Tree repair\n\n"
+        + report.markdown_table(repair.T.reset_index().rename(columns={"index": "quantity", 0: "value"}), ".3f")
         + "\n\n## Messages\n\n" + report.markdown_table(messages, ".0f")
         + f"\n\n## Root failovers\n\n{len(failover)} topics changed root; "
         f"{int((~failover.replicated).sum())} new roots lacked the replicated state (topic lost).\n")

@@ -19,7 +19,8 @@ from scribe_spark.cli import Run
 from scribe_spark.config import TnoOrderingParams
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import topics as tp, trees as tr
+from scribe_spark.scribe import topics as tp
+from scribe_spark.scribe import trees as tr
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber, check_tno
@@ -53,7 +54,10 @@ class ScribeENS:
 
     def __call__(self, client, topic, receivers, rng):
         row_of, m, base = self.paths.get(topic, ({}, None, None))
-        j = lambda k: 1.0 + self.jitter * rng.uniform(-1.0, 1.0, k)
+
+        def j(k: int) -> np.ndarray:
+            return 1.0 + self.jitter * rng.uniform(-1.0, 1.0, k)
+
         to_root = self.pub_to_root[client, topic] * j(1)[0]
         if m is None:
             return np.full(len(receivers), to_root)
@@ -85,7 +89,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     pairs = [(t, int(client_nodes[c])) for c, ts in everyone.items() for t in ts]
     trees = tr.subscribe(overlay, topics, tr.subscriptions_frame(spark, [a for a, _ in pairs], [b for _, b in pairs]),
                          log=run.log)
-    edges = trees.edges.toPandas()
+    edges = trees.edges.toPandas().sort_values(["topic", "src"]).reset_index(drop=True)  # row order drives jitter draws
     roots = dict(zip(*trees.roots.toPandas()[["topic", "node"]].T.values))
     src = np.repeat(client_nodes, p.topics)
     key_t = np.tile(np.arange(p.topics), p.clients)
