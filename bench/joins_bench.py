@@ -33,8 +33,11 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
     from scribe_spark import ids, topology
-    from scribe_spark.pastry import failures as fl, joins, overlay as ov
+    from scribe_spark.pastry import failures as fl
+    from scribe_spark.pastry import joins
+    from scribe_spark.pastry import overlay as ov
     from scribe_spark.pastry.kernels import Ring
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g").config("spark.sql.shuffle.partitions", "4")
@@ -51,12 +54,14 @@ def main() -> None:
     src = rng.integers(0, ring.n, args.lookups)
     khi, klo = ids.random_ids(args.lookups, rng)
     alive = np.ones(ring.n, dtype=bool)
-    quiet = lambda m: None
+    def quiet(m):
+        return None
     g = fl.checked_lookups(grown, src, khi, klo, alive, log=quiet)
     c = fl.checked_lookups(converged, src, khi, klo, alive, log=quiet)
     got = grown.state.toPandas().set_index("id").sort_index()
     want = converged.state.toPandas().set_index("id").sort_index()
-    same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist()) for a, b in zip(got.leaf, want.leaf)])
+    same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist())
+                         for a, b in zip(got.leaf, want.leaf)])
     cmp = joins.compare_tables(ring, got, want)
     newcomers = args.nodes - args.initial
     print(f"\n{args.nodes} nodes ({args.initial} converged, then batches of {args.batch}), grown in {t_grow:.0f} s "

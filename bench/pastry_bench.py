@@ -77,6 +77,7 @@ def run_spark(n: int, lookups: int, master: str) -> dict:
             time.sleep(0.5)
     threading.Thread(target=sample, daemon=True).start()
     from pyspark.sql import SparkSession
+
     from scribe_spark.pastry import overlay as ov
     spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "12g").config("spark.sql.shuffle.partitions", "8")
@@ -164,11 +165,13 @@ def main() -> None:
                                   args.master, "--child", impl], capture_output=True, text=True)
             lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
             if not lines:
-                print(f"| {n:,} | {impl} | failed after {time.time() - t:.0f}s: {out.stderr.strip().splitlines()[-1:]} |")
+                last = out.stderr.strip().splitlines()[-1:]
+                print(f"| {n:,} | {impl} | failed after {time.time() - t:.0f}s: {last} |")
                 continue
             r = json.loads(lines[0][7:])
             print(f"| {n:,} | {r['impl']} | {r['build_s']:.1f} | {r['route_s']:.1f} | {r['lookups']:,} | "
-                  f"{r['hops'] / r['lookups']:.3f} | {r['hops'] / r['route_s']:,.0f} | {r['peak_mb']:,.0f} |", flush=True)
+                  f"{r['hops'] / r['lookups']:.3f} | {r['hops'] / r['route_s']:,.0f} | {r['peak_mb']:,.0f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

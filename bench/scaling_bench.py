@@ -30,7 +30,8 @@ PHASES = ("build", "route", "subscribe")
 
 def child(n: int, lookups: int, evlog: str) -> None:
     import numpy as np
-    from pyspark.sql import SparkSession, functions as F
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
 
     from scribe_spark.config import ScribeParams
     from scribe_spark.pastry import overlay as ov
@@ -46,7 +47,8 @@ def child(n: int, lookups: int, evlog: str) -> None:
     routers, _ = shared_network(p, p.seed)
     ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
     out = {"n": n, "app": sc.applicationId}
-    quiet = lambda m: print(f"  N={n}: {m}", file=sys.stderr, flush=True)
+    def quiet(m):
+        return print(f"  N={n}: {m}", file=sys.stderr, flush=True)
 
     sc.setJobGroup("build", "build")
     t0 = time.time()
@@ -128,7 +130,8 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
         cmd += ["--py-files", str(zip_path), "--executor-memory", os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
     cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
     peak, stop = [0], threading.Event()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
     def sample():
         while not stop.is_set():

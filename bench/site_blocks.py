@@ -12,17 +12,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
+
+from scribe_spark import ids
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark import ids
+
 p = ScribeParams()
 routers, _ = shared_network(p, p.seed)
 for n in (100_000, 300_000, 1_000_000):
     ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
     site = ring.prox.site
     # digits of each node in ring order
-    d0 = ids.digit(ring.shi, ring.slo, 0, 4); d1 = ids.digit(ring.shi, ring.slo, 1, 4)
-    cls0 = d0; cls1 = d0 * 16 + d1
+    d0 = ids.digit(ring.shi, ring.slo, 0, 4)
+    d1 = ids.digit(ring.shi, ring.slo, 1, 4)
+    cls0 = d0
+    cls1 = d0 * 16 + d1
     csites1 = np.array([len(np.unique(site[ring.order[cls1 == c]])) for c in range(256)])
     csites0 = np.array([len(np.unique(site[ring.order[cls0 == c]])) for c in range(16)])
     rng = np.random.default_rng(0)
@@ -40,4 +44,5 @@ for n in (100_000, 300_000, 1_000_000):
             sz = np.array([(cls1 == gg * 16 + c).sum() for c in range(16)])
             if (sz.sum()) > 256:   # parent class (row-1 bounds) big enough for the per-site path
                 total1 += qs * csites1[gg * 16:(gg + 1) * 16].sum()
-    print(n, f"row0 {total0/1e9:.1f}G row1 {total1/1e9:.1f}G total {(total0+total1)/1e9:.1f}G; mean candidate sites row1 {csites1.mean():.0f}")
+    print(n, f"row0 {total0/1e9:.1f}G row1 {total1/1e9:.1f}G total {(total0+total1)/1e9:.1f}G; "
+          f"mean candidate sites row1 {csites1.mean():.0f}")

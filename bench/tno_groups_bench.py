@@ -32,10 +32,12 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
     from scribe_spark.tno import groups
     from scribe_spark.tno.timestamp_size import POPULARITY, draw_subscriptions, popularity
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "8g").config("spark.sql.shuffle.partitions", os.environ.get("SHUFFLE_PARTITIONS", "4"))
+             .config("spark.driver.memory", "8g")
+             .config("spark.sql.shuffle.partitions", os.environ.get("SHUFFLE_PARTITIONS", "4"))
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     print("| popularity | subscriptions | Spark s (best) | SciPy s (best) | Spark / SciPy | mean |SG| |")
@@ -43,7 +45,8 @@ def main() -> None:
     for model in POPULARITY:
         sub, top = draw_subscriptions(args.clients, args.per_client, popularity(args.topics, model),
                                       np.random.default_rng(1))
-        df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32), groups.TOPIC: top.astype(np.int32)})).cache()
+        df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
+                                                 groups.TOPIC: top.astype(np.int32)})).cache()
         df.count()
 
         def spark_run():
@@ -54,8 +57,11 @@ def main() -> None:
         spark_run()  # warm-up: Python workers, code generation
         t_spark, t_scipy = [], []
         for _ in range(args.repeat):
-            t = time.perf_counter(); a = spark_run(); t_spark.append(time.perf_counter() - t)
-            t = time.perf_counter(); b = groups.sequencing_groups_scipy(sub, top, args.topics)
+            t = time.perf_counter()
+            a = spark_run()
+            t_spark.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            b = groups.sequencing_groups_scipy(sub, top, args.topics)
             t_scipy.append(time.perf_counter() - t)
             assert (a == b).all(), "Spark and SciPy sequencing groups differ"
         print(f"| {model} | {len(sub):,} | {min(t_spark):.2f} | {min(t_scipy):.2f} | "

@@ -152,7 +152,9 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
         is_transit.extend([transit] * k)
         domain.extend([dom] * k)
         for a, b in _random_connected_graph(k, edge_prob, rng):
-            src.append(base + a); dst.append(base + b); dl.append(delay)
+            src.append(base + a)
+            dst.append(base + b)
+            dl.append(delay)
         return base
 
     transit_base = [add_domain(routers_per_transit, True, t, delay_transit_transit)
@@ -167,7 +169,9 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
             tr = transit_base[t] + r
             for _ in range(stubs_per_transit_router):
                 base = add_domain(routers_per_stub, False, t, delay_stub_stub)
-                src.append(tr); dst.append(base + int(rng.integers(routers_per_stub))); dl.append(delay_transit_stub)
+                src.append(tr)
+                dst.append(base + int(rng.integers(routers_per_stub)))
+                dl.append(delay_transit_stub)
     n = len(is_transit)
     edges = np.array([src, dst], dtype=np.int32).T
     delays = np.array(dl, dtype=np.float32)

@@ -19,7 +19,8 @@ import pandas as pd
 from scribe_spark import ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import PastryFailuresParams
-from scribe_spark.pastry import failures as fl, overlay as ov
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.session import spark_session
 
@@ -58,7 +59,10 @@ def run(p: PastryFailuresParams, run: Run) -> None:
 
     rows = [_row("before", lookups("before", overlay, np.ones(p.nodes, dtype=bool)), 0, failed),
             _row("after_failure", lookups("after_failure", overlay, ~dead, dead=dead), 0, failed)]
-    quiet = lambda m: run.log(f"repair: {m}")
+
+    def quiet(m: str) -> None:
+        run.log(f"repair: {m}")
+
     passes = []
     if p.table_repair == "eager":
         current, counts = fl.repair(overlay, dead, log=quiet)
@@ -80,8 +84,8 @@ def run(p: PastryFailuresParams, run: Run) -> None:
         counts = lazy.counts
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("failures.csv"))
-    repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair, "leaf_messages": counts["leaf_messages"],
-                            **{c: counts[c] for c in TABLE_COUNTS}}])
+    repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
+                            "leaf_messages": counts["leaf_messages"], **{c: counts[c] for c in TABLE_COUNTS}}])
     report.write_csv(repair, run.path("repair.csv"))
     passes = pd.DataFrame(passes)
     if len(passes):

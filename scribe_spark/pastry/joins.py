@@ -28,8 +28,15 @@ from scribe_spark import ids
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import _layout, _leaf_merge, _state_batch
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import (ID, STATE_SCHEMA, Overlay, _columns, _offsets_values,
-                                         messages_frame, next_hop)
+from scribe_spark.pastry.overlay import (
+    ID,
+    STATE_SCHEMA,
+    Overlay,
+    _columns,
+    _offsets_values,
+    messages_frame,
+    next_hop,
+)
 from scribe_spark.topology import Proximity
 
 
@@ -45,8 +52,10 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
     """Converged state of the first members, in the full ring's node numbers."""
     sub = sub_ring(ring, members)
     local = np.arange(len(members))
-    to_full = lambda lists: [members[np.asarray(x, dtype=np.int64)] if len(x) else np.asarray(x, dtype=np.int64)
-                             for x in lists]
+
+    def to_full(lists: list) -> list[np.ndarray]:
+        return [members[np.asarray(x, dtype=np.int64)] if len(x) else np.asarray(x, dtype=np.int64) for x in lists]
+
     rt = [np.where(np.asarray(r) >= 0, members[np.maximum(np.asarray(r, dtype=np.int64), 0)], -1)
           for r in kernels.routing_tables(sub, local, "proximity", 0)]
     batch = _state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
@@ -99,7 +108,8 @@ def _newcomer_task(ring_bc, absent_bc) -> Callable:
                 rt.append(table)
                 leaf.append(_layout(ring, x, np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64), n_members))
                 near = np.unique(np.asarray(a_nbr[i] + [int(path[0])], dtype=np.int64))
-                nbr.append(near[np.argsort(ring.prox.dist(np.full(len(near), x), near), kind="stable")][:ring.neighborhood])
+                order = np.argsort(ring.prox.dist(np.full(len(near), x), near), kind="stable")
+                nbr.append(near[order][:ring.neighborhood])
             yield _state_batch(xs, leaf, rt, nbr)
     return _
 
@@ -130,7 +140,8 @@ def _update_task(ring_bc, absent_bc) -> Callable:
                 rt.append(table)
                 near = np.unique(np.concatenate([nv[no[i]:no[i + 1]], new]))
                 near = near[near != m]
-                nbr.append(near[np.argsort(ring.prox.dist(np.full(len(near), m), near), kind="stable")][:ring.neighborhood])
+                order = np.argsort(ring.prox.dist(np.full(len(near), m), near), kind="stable")
+                nbr.append(near[order][:ring.neighborhood])
             yield _state_batch(me, leaf, rt, nbr)
     return _
 
@@ -161,7 +172,8 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) ->
     return out
 
 
-def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
+               log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
     """Join the newcomers `xs` to the overlay of `members`; return the new overlay and message counts."""
     ring = overlay.ring
     spark = overlay.state.sparkSession
@@ -186,7 +198,8 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray, log: Calla
     transfer_msgs = paths.select(F.sum(F.size("path") + 1)).first()[0] or 0   # rows from each Z_i, leaf, neighbors
     # X announces itself to everyone it names
     named = built.select(ID, F.array_distinct(F.filter(F.concat("leaf", "rt", "nbr"), lambda v: v >= 0)).alias("to"))
-    notes = named.select(F.col(ID).alias("x"), F.explode("to").alias(ID)).where(F.col(ID).isin([int(v) for v in xs]) == False)  # noqa: E712
+    notes = (named.select(F.col(ID).alias("x"), F.explode("to").alias(ID))
+             .where(~F.col(ID).isin([int(v) for v in xs])))
     notify_msgs = notes.count()
     inbox = notes.groupBy(ID).agg(F.collect_list("x").alias("news"))
     updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, absent), STATE_SCHEMA))

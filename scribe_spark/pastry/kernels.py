@@ -155,9 +155,9 @@ def routing_tables(ring: Ring, nodes: np.ndarray, mode: str = "proximity", seed:
     # deepest row with any entry: the longest prefix shared with a ring-order neighbour
     prev_p = np.maximum(p - 1, 0)
     next_p = np.minimum(p + 1, n - 1)
-    sh = np.maximum(
-        np.where(p > 0, ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[prev_p], ring.slo[prev_p], b), -1),
-        np.where(p < n - 1, ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[next_p], ring.slo[next_p], b), -1))
+    with_prev = ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[prev_p], ring.slo[prev_p], b)
+    with_next = ids.shared_prefix_digits(ring.shi[p], ring.slo[p], ring.shi[next_p], ring.slo[next_p], b)
+    sh = np.maximum(np.where(p > 0, with_prev, -1), np.where(p < n - 1, with_next, -1))
     rows = np.minimum(sh + 1, ring.digits)
     tables = [np.full(int(k) * cols, -1, dtype=np.int64) for k in rows]
     for r in range(int(rows.max(initial=0))):

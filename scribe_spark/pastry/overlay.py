@@ -107,7 +107,8 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
                 [pa.array(part), _list_array(kernels.leaf_sets(ring, part)),
                  _list_array(kernels.routing_tables(ring, part, mode, seed)),
                  _list_array(kernels.neighborhood_sets(ring, part))],
-                schema=pa.schema([(ID, pa.int64(), False), ("leaf", pa.list_(pa.field("element", pa.int64(), False)), False),
+                schema=pa.schema([(ID, pa.int64(), False),
+                                  ("leaf", pa.list_(pa.field("element", pa.int64(), False)), False),
                                   ("rt", pa.list_(pa.field("element", pa.int64(), False)), False),
                                   ("nbr", pa.list_(pa.field("element", pa.int64(), False)), False)]))
     return _
@@ -137,7 +138,8 @@ def routing_edges(state: DataFrame, b: int) -> DataFrame:
     cols = 1 << b
     return (state.select(F.col(ID).alias(SRC), F.posexplode("rt").alias("slot", DST))
             .where(F.col(DST) >= 0)
-            .select(SRC, DST, (F.col("slot") / cols).cast("int").alias("row"), (F.col("slot") % cols).cast("int").alias("col")))
+            .select(SRC, DST, (F.col("slot") / cols).cast("int").alias("row"),
+                    (F.col("slot") % cols).cast("int").alias("col")))
 
 
 def _as_u64(a: pa.Array) -> np.ndarray:
@@ -223,8 +225,8 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
         ring = ring_bc.value
         for col in _columns(batches):
             _, nxt, rule, *_ = _route_batch(ring, col)
-            yield pa.RecordBatch.from_arrays([col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)],
-                                             schema=out_schema)
+            arrays = [col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
     joined = messages.join(overlay.state, messages["at"] == overlay.state[ID]).drop(ID)
     return joined.mapInArrow(_, schema)
 
@@ -268,7 +270,8 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
             state = repair(state, met)
         log(f"superstep {k}: {n_inflight} messages in flight ({time.time() - t0:.1f}s)")
     if not delivered:
-        return messages.sparkSession.createDataFrame([], STEP_SCHEMA).drop("done", "prev", "met").withColumnRenamed("at", "dest")
+        empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
+        return empty.drop("done", "prev", "met").withColumnRenamed("at", "dest")
     out = delivered[0]
     for d in delivered[1:]:
         out = out.unionByName(d)

@@ -29,9 +29,12 @@ import pandas as pd
 from scribe_spark import ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import ChurnParams
-from scribe_spark.pastry import failures as fl, joins
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import joins
 from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast, repair as rp, trees as tr
+from scribe_spark.scribe import multicast
+from scribe_spark.scribe import repair as rp
+from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
 
@@ -75,7 +78,10 @@ def run(p: ChurnParams, run: Run) -> None:
             f"epochs of {p.epoch_s:.0f}s")
     lost: set[int] = set()
     rows = []
-    quiet = lambda m: None
+
+    def quiet(m: str) -> None:
+        pass
+
     for e in range(p.epochs):
         t0 = time.time()
         now, until = e * p.epoch_s, (e + 1) * p.epoch_s
@@ -89,7 +95,8 @@ def run(p: ChurnParams, run: Run) -> None:
         # 3. repair
         roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
         failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
-        replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics, failed_roots, p.replicas)
+        leaf_sets = overlay.state.select("id", "leaf").toPandas()
+        replica_sets = rp.replicas(ring, leaf_sets, topics, failed_roots, p.replicas)
         repaired, pcounts = fl.repair(overlay, dead, log=quiet)
         fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets, log=quiet)
         lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
@@ -123,13 +130,14 @@ def run(p: ChurnParams, run: Run) -> None:
                      "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
                      "event_delivery_after_repair": delivered_after,
                      "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
-                     "scribe_repair_messages": fixed.counts["subscribe_messages"] + fixed.counts["unsubscribe_messages"],
+                     "scribe_repair_messages": (fixed.counts["subscribe_messages"]
+                                                + fixed.counts["unsubscribe_messages"]),
                      "join_messages": sum(join_counts.values()), "root_failovers": fixed.counts["root_failovers"],
                      "root_handoffs": handoffs, "topics_lost": len(lost)})
         r = rows[-1]
         run.log(f"epoch {e}: {r['left']} left, {r['joined']} joined, {r['members']} members; lookups correct "
-                f"{correct_before:.4f} before repair, {correct_after:.4f} after; event delivery {delivered_before:.4f} / "
-                f"{delivered_after:.4f} ({time.time() - t0:.1f}s)")
+                f"{correct_before:.4f} before repair, {correct_after:.4f} after; event delivery "
+                f"{delivered_before:.4f} / {delivered_after:.4f} ({time.time() - t0:.1f}s)")
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("churn.csv"))
     with report.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",

@@ -42,7 +42,8 @@ def tree_paths(overlay: Overlay, trees: Trees, log: Callable[[str], None] = prin
     while True:
         t0 = time.time()
         frontier = (frontier.join(edges, (frontier[TOPIC] == edges[TOPIC]) & (frontier[NODE] == edges[DST]))
-                    .select(frontier[TOPIC], edges[SRC].alias(NODE), (F.col("delay") + F.col("edge_delay")).alias("delay"),
+                    .select(frontier[TOPIC], edges[SRC].alias(NODE),
+                            (F.col("delay") + F.col("edge_delay")).alias("delay"),
                             (F.col("depth") + 1).alias("depth"))).localCheckpoint()
         n = frontier.count()
         k += 1

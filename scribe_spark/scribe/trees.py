@@ -121,7 +121,8 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
             members = (members.distinct() if k == 0 else members).localCheckpoint()
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
         roots.append(hop.where("delivered").select(TOPIC, F.col("at").alias(NODE)))
-        arrivals = hop.where(~F.col("delivered")).select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST)
+        arrivals = (hop.where(~F.col("delivered"))
+                    .select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST))
         n = arrivals.count()
         log(f"subscribe superstep {k}: {n} SUBSCRIBE messages in flight ({time.time() - t0:.1f}s)")
         if n == 0:

@@ -52,7 +52,8 @@ def _cooccurrence(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     c = sparse.triu(_cooccurrence_counts(row, col, len(cols)), k=0).tocoo()   # diagonal: t's subscribers
     for start in range(0, c.nnz, 1_000_000):
         sl = slice(start, start + 1_000_000)
-        yield pa.RecordBatch.from_arrays([pa.array(cols[c.row[sl]].astype(np.int64)), pa.array(cols[c.col[sl]].astype(np.int64)),
+        yield pa.RecordBatch.from_arrays([pa.array(cols[c.row[sl]].astype(np.int64)),
+                                          pa.array(cols[c.col[sl]].astype(np.int64)),
                                           pa.array(c.data[sl].astype(np.int64))], names=["t1", "t2", "shared"])
 
 
@@ -63,7 +64,8 @@ def shared_counts(subscriptions: DataFrame, partitions: int | None = None) -> Da
     """
     parts = partitions or subscriptions.sparkSession.sparkContext.defaultParallelism
     # (int columns shuffle half the bytes of long ones; callers with small ids should use them)
-    per_part = subscriptions.select(SUBSCRIBER, TOPIC).repartition(parts, SUBSCRIBER).mapInArrow(_cooccurrence, PAIR_SCHEMA)
+    per_part = (subscriptions.select(SUBSCRIBER, TOPIC).repartition(parts, SUBSCRIBER)
+                .mapInArrow(_cooccurrence, PAIR_SCHEMA))
     return per_part.groupBy("t1", "t2").agg(F.sum("shared").alias("shared"))
 
 

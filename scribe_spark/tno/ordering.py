@@ -187,9 +187,11 @@ def _inversions(seq: np.ndarray) -> int:
         merged, inv, i, j = [], x + y, 0, 0
         while i < len(left) and j < len(right):
             if left[i] <= right[j]:
-                merged.append(left[i]); i += 1
+                merged.append(left[i])
+                i += 1
             else:
-                merged.append(right[j]); j += 1
+                merged.append(right[j])
+                j += 1
                 inv += len(left) - i
         merged += left[i:] + right[j:]
         return merged, inv
