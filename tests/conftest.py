@@ -26,11 +26,36 @@ def spark():
     session.stop()
 
 
-def run_quick(name: str, params_cls, experiment, out: Path, *sets: str) -> Path:
+@pytest.fixture(scope="session")
+def tiny(spark, tmp_path_factory):
+    """Run a job on conf/tiny/<job>.toml in this process, once per session; return its output folder."""
+    from scribe_spark import cli
+    root = tmp_path_factory.mktemp("tiny")
+    done: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            assert cli.main(name, ["--conf", str(ROOT / "conf" / "tiny" / f"{name}.toml"), "--out", str(root)]) == 0
+            done[name] = root / name
+        return done[name]
+    return get
+
+
+def tables(folder: Path) -> dict[str, bytes]:
+    """Every table of a run (CSV text, Parquet rows) except wall-clock timings, as bytes to compare exactly."""
+    import pyarrow.parquet as pq
+    out = {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv")) if p.name != "timings.csv"}
+    for p in sorted(folder.glob("*.parquet")):
+        t = pq.read_table(p)
+        out[p.name] = t.schema.to_string().encode() + repr(t.to_pydict()).encode()
+    return out
+
+
+def run_quick(name: str, out: Path, *sets: str) -> Path:
     """Run job `name` in this process on conf/quick/<name>.toml plus `key=value` overrides; return its folder."""
     from scribe_spark import cli
     args = ["--conf", str(ROOT / "conf" / "quick" / f"{name}.toml"), "--out", str(out)]
     for s in sets:
         args += ["--set", s]
-    assert cli.main(name, params_cls, experiment, args) == 0
+    assert cli.main(name, args) == 0
     return out / name

@@ -1,20 +1,20 @@
-"""Every job runs unchanged on a Spark standalone cluster: same seed, same outputs as local[*]."""
+"""README's cluster commands, exactly as written, work; jobs give the same tables there as locally."""
 import os
+import re
+import shlex
+import shutil
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from scribe_spark import cli
+from tests.conftest import ROOT, tables
 
-JOBS = {
-    "pastry_hops": ["--set", "nodes=[1000,3000]", "--set", "lookups=5000"],
-    "scribe_multicast": ["--set", "nodes=800", "--set", "topics=30", "--set", "topology.transit_domains=3",
-                         "--set", "topology.stubs_per_transit_router=3"],
-}
+CLUSTER_JOBS = ["scribe_multicast"]   # besides README's pastry_hops
 
 
 def _free_port() -> int:
@@ -39,54 +39,62 @@ def _processes_under(folder: str) -> list[int]:
     return found
 
 
-def _tables(folder):
-    """Every CSV of a run except wall-clock timings."""
-    return {p.name: pd.read_csv(p) for p in sorted(folder.glob("*.csv")) if p.name != "timings.csv"}
-
-
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    if list(a.columns) != list(b.columns) or len(a) != len(b):
-        return False
-    for c in a.columns:
-        if a[c].dtype.kind in "fi":
-            if not np.allclose(a[c], b[c], rtol=1e-9, atol=1e-12, equal_nan=True):
-                return False
-        elif not (a[c].astype(str) == b[c].astype(str)).all():
-            return False
-    return True
+def readme_cluster_commands() -> list[list[str]]:
+    """The `./run.sh` lines of README's block 'A standalone cluster on this machine', comments dropped."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"\*\*A standalone cluster on this machine\*\*.*?```bash\n(.*?)```", text, re.S).group(1)
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("./run.sh")]
 
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_jobs_on_standalone_cluster_equal_local_runs(tmp_path):
+def test_readme_cluster_commands_and_jobs_on_the_cluster_equal_local_runs(spark, tiny, tmp_path):
+    commands = readme_cluster_commands()
+    assert [c[1] for c in commands] == ["cluster", "pastry_hops", "cluster", "cluster"]
     cluster_dir = tmp_path / "cluster"
     port = _free_port()
     env = {**os.environ, "SCRIBE_CLUSTER_DIR": str(cluster_dir), "SCRIBE_CLUSTER_PORT": str(port),
            "SCRIBE_CLUSTER_WEBUI": "0", "SCRIBE_WORKER_MEMORY": "2g", "SCRIBE_EXECUTOR_MEMORY": "1500m",
            "SCRIBE_DRIVER_MEMORY": "2g"}
-    sh = lambda *args: subprocess.run(["./run.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                                      timeout=900)
-    daemons = []
+
+    def sh(args):
+        args = [a.replace("7077", str(port)) for a in args]
+        return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    daemons, made = [], []
     try:
-        started = sh("cluster", "start")
+        started = sh(commands[0])
         daemons = [int(p.read_text()) for p in cluster_dir.glob("*.pid")]
         assert started.returncode == 0, started.stdout + started.stderr
         assert "2 workers" in started.stdout
-        for name, sets in JOBS.items():
-            outs = {}
-            for master in ("local[*]", f"spark://127.0.0.1:{port}"):
-                out = tmp_path / ("local" if master.startswith("local") else "cluster-run")
-                res = sh(name, "--conf", f"conf/quick/{name}.toml", "--out", str(out), "--master", master, *sets)
-                assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-                outs[master] = _tables(out / name)
-            local, cluster = outs.values()
-            assert local.keys() == cluster.keys() and len(local) >= 3
-            for table in local:
-                assert _same(local[table], cluster[table]), (name, table)
-        app_logs = list((cluster_dir / "work-worker1").glob("app-*")) + list((cluster_dir / "work-worker2").glob("app-*"))
+        job = sh(commands[1])   # as README writes it: default parameter file, default output folder
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+        assert "WARNING: Using incubator modules" not in job.stdout + job.stderr
+        folder = Path(re.search(r"done: outputs in (\S+)", job.stdout).group(1))
+        made.append(folder.parent)
+        assert folder.parent.parent == ROOT / "data" / "out"
+        local_args = [a for a in commands[1][2:] if not a.startswith("--master") and "spark://" not in a]
+        assert cli.main("pastry_hops", local_args + ["--out", str(tmp_path / "local")]) == 0
+        assert tables(folder) == tables(tmp_path / "local" / "pastry_hops")
+        assert "running" in sh(commands[2]).stdout
+
+        # tiny jobs on the cluster in one submission, against the same jobs run in this process
+        zip_path = sh(["./run.sh", "package"]).stdout.strip().splitlines()[-1]
+        cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", f"spark://127.0.0.1:{port}",
+               "--py-files", zip_path, "--executor-memory", "1500m", "--driver-memory", "2g",
+               "--conf", "spark.ui.enabled=false", str(ROOT / "bench" / "one_driver.py"), str(tmp_path / "c")]
+        for name in CLUSTER_JOBS:
+            cmd += [name, "--set", "partitions=5", "--"] if name == "scribe_multicast" else [name, "--"]
+        res = subprocess.run(cmd, cwd=ROOT, env={**env, "PYSPARK_PYTHON": sys.executable}, capture_output=True,
+                             text=True, timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        for name in CLUSTER_JOBS:
+            assert tables(tmp_path / "c" / name) == tables(tiny(name)), name
+        app_logs = list(cluster_dir.glob("work-worker*/app-*"))
         assert app_logs, "the cluster runs did not reach the workers"
     finally:
-        stopped = sh("cluster", "stop")
+        stopped = sh(commands[3])
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
         deadline = time.time() + 30
         while _processes_under(str(cluster_dir)) and time.time() < deadline:
             time.sleep(1)

@@ -4,9 +4,10 @@ import pandas as pd
 import pytest
 
 from scribe_spark import ids
-from scribe_spark.pastry import failures as fl, kernels, overlay as ov
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
-from tests.conftest import run_quick
 from tests.test_pastry import _closest_brute, _ints, _ring
 
 
@@ -44,7 +45,8 @@ def test_lookups_reach_the_closest_live_node(spark, failed, phase):
     ring, dead, overlay, repaired, _ = failed
     current = fl.without_dead(overlay, dead) if phase == "after_failure" else repaired
     src, khi, klo = _lookups(ring, dead)
-    routed = ov.route(current, ov.messages_frame(spark, src, khi, klo), log=lambda m: None).toPandas().sort_values("mid")
+    routed = ov.route(current, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
+    routed = routed.toPandas().sort_values("mid")
     assert (routed.dest.to_numpy() == fl.closest_live(ring, ~dead, khi, klo)).all()
     assert not dead[routed.dest].any()
 
@@ -79,7 +81,8 @@ def test_a_dead_next_hop_times_out_and_the_node_picks_a_live_one_that_makes_prog
     moved = rule2 != kernels.DELIVERED
     assert not dead[nxt[moved]].any()
     # progress: a longer shared prefix with the key (table), or numerically closer (leaf set, rare case)
-    pre = lambda x: ids.shared_prefix_digits(ring.hi[x], ring.lo[x], khi[moved], klo[moved], ring.b)
+    def pre(x):
+        return ids.shared_prefix_digits(ring.hi[x], ring.lo[x], khi[moved], klo[moved], ring.b)
     a, n = at[moved], nxt[moved]
     closer = ids.closer(ring.hi[n], ring.lo[n], ring.hi[a], ring.lo[a], khi[moved], klo[moved])
     assert ((pre(n) > pre(a)) | closer).all()
@@ -119,7 +122,8 @@ def test_repaired_leaf_sets_equal_the_converged_leaf_sets_of_the_survivors(faile
     ring, dead, _, repaired, counts = failed
     live = np.flatnonzero(~dead)
     survivors = Ring(ring.hi[live], ring.lo[live], ring.b, ring.leaf_set, ring.neighborhood, ring.prox)
-    want = {int(live[i]): set(live[s].tolist()) for i, s in enumerate(kernels.leaf_sets(survivors, np.arange(len(live))))}
+    leaf = kernels.leaf_sets(survivors, np.arange(len(live)))
+    want = {int(live[i]): set(live[s].tolist()) for i, s in enumerate(leaf)}
     got = repaired.state.select("id", "leaf").toPandas()
     assert len(got) == len(live)
     assert all(set(np.asarray(leaf).tolist()) == want[i] for i, leaf in zip(got.id, got.leaf))
@@ -150,11 +154,8 @@ def test_repaired_routing_tables_hold_only_live_valid_entries(failed):
 
 
 @pytest.mark.slow
-def test_pastry_failures_job(spark, tmp_path):
-    from scribe_spark.config import PastryFailuresParams
-    from scribe_spark.pastry.failures_experiment import run
-    run_quick("pastry_failures", PastryFailuresParams, run, tmp_path, "nodes=800", "lookups=3000")
-    out = tmp_path / "pastry_failures"
+def test_pastry_failures_job(tiny):
+    out = tiny("pastry_failures")
     t = pd.read_csv(out / "failures.csv").set_index("phase")
     assert list(t.index) == ["before", "after_failure", "after_repair"]
     assert (t.lookups == 3000).all()

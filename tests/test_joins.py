@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 from scribe_spark import ids
-from scribe_spark.pastry import failures as fl, joins, overlay as ov
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import joins
+from scribe_spark.pastry import overlay as ov
 from tests.test_pastry import _ring
 
 
@@ -19,7 +21,8 @@ def test_grown_overlay_routes_every_lookup_to_the_closest_node(spark, grown):
     rng = np.random.default_rng(10)
     src = rng.integers(0, ring.n, 1500)
     khi, klo = ids.random_ids(1500, rng)
-    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=lambda m: None).toPandas().sort_values("mid")
+    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
+    routed = routed.toPandas().sort_values("mid")
     assert (routed.dest.to_numpy() == fl.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
 
 

@@ -8,7 +8,9 @@ from scribe_spark import ids, topology
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.scribe import metrics, multicast, topics as tp, trees as tr
+from scribe_spark.scribe import metrics, multicast
+from scribe_spark.scribe import topics as tp
+from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.sequential import SequentialScribe
 
 

@@ -3,10 +3,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark.pastry import failures as fl, overlay as ov
-from scribe_spark.scribe import repair as rp, repair_experiment as rx, topics as tp, trees as tr
+from scribe_spark.pastry import failures as fl
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.scribe import repair as rp
+from scribe_spark.scribe import repair_experiment as rx
+from scribe_spark.scribe import topics as tp
+from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.sequential import SequentialScribe
-from tests.conftest import run_quick
 from tests.test_pastry import _ring
 
 
@@ -31,7 +34,8 @@ def broken(spark):
     sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                        {t: roots[t] for t in np.flatnonzero(dead[roots])}, 5)
     fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last), log=lambda m: None)
-    state = lambda o: {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
+    def state(o):
+        return {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
     yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots, dead=dead,
                sets=sets, fixed=fixed, repaired=repaired, state=state(overlay), state_after=state(repaired))
     overlay.unpersist()
@@ -69,13 +73,15 @@ def test_an_application_forward_handler_can_change_and_stop_repair_subscribes(sp
     fixed, roots, dead = broken["fixed"], broken["roots"], broken["dead"]
     grafted = fixed.handled.toPandas().topic.value_counts()
     stop = int([t for t in grafted.index if not dead[roots[t]]][0])   # a live root's topic whose repair grafts
-    forward = lambda m: m.where(F.col("topic") != stop).withColumn("last", F.greatest("last", F.lit(50)))
+    def forward(m):
+        return m.where(F.col("topic") != stop).withColumn("last", F.greatest("last", F.lit(50)))
     custom = rp.Upcalls(fault=rp.plain_fault, forward=forward, subscribe=rp.retransmissions)
     out = rp.repair_trees(broken["repaired"], broken["topics"], broken["trees"], broken["subs"], broken["dead"],
                           broken["sets"], upcalls=custom, log=lambda m: None)
     asked = out.handled.toPandas()
     assert (asked.above == 50).all() and stop not in set(asked.topic)
-    edges = lambda r, keep: {e for e in _edges(r.trees.edges) if keep(e[0])}
+    def edges(r, keep):
+        return {e for e in _edges(r.trees.edges) if keep(e[0])}
     assert edges(out, lambda t: t != stop) == edges(fixed, lambda t: t != stop)
     assert edges(out, lambda t: t == stop) < edges(fixed, lambda t: t == stop)   # its orphans stay cut off
 
@@ -145,16 +151,14 @@ def test_stream_small_buffer_loses_what_it_cannot_hold_and_the_order_check_can_f
     assert set(log[log.node == 11].event) == {0, 1, 4, 5, 6, 7}
     swapped = log.copy()
     i = swapped.index[swapped.node == 10][:2]
-    swapped.loc[i[::-1], ["event", "seq", "published", "round"]] = swapped.loc[i, ["event", "seq", "published", "round"]].to_numpy()
+    cols = ["event", "seq", "published", "round"]
+    swapped.loc[i[::-1], cols] = swapped.loc[i, cols].to_numpy()
     m = rx.measure(swapped, pub, subs, 2, 3)
     assert m.out_of_order_subscribers.sum() == 1
 
 
-def test_scribe_repair_job(spark, tmp_path):
-    from scribe_spark.config import ScribeRepairParams
-    from scribe_spark.scribe.repair_experiment import run
-    folder = run_quick("scribe_repair", ScribeRepairParams, run, tmp_path, "nodes=800", "topics=15", "rounds=12",
-                       "fail_round=4", "failed_roots=3")
+def test_scribe_repair_job(tiny):
+    folder = tiny("scribe_repair")
     t = pd.read_csv(folder / "repair.csv").set_index(["mode", "phase"])
     info = pd.read_csv(folder / "tree_repair.csv").iloc[0]
     assert info.failed_roots >= 3 and info.disconnected_subscribers > 0
@@ -166,11 +170,8 @@ def test_scribe_repair_job(spark, tmp_path):
     assert (folder / "delivery_by_round.png").stat().st_size > 0 and (folder / "summary.md").exists()
 
 
-def test_churn_job(spark, tmp_path):
-    from scribe_spark.config import ChurnParams
-    from scribe_spark.scribe.churn_experiment import run
-    folder = run_quick("churn", ChurnParams, run, tmp_path, "nodes=400", "epochs=2", "lookups=3000", "topics=8",
-                       "mean_session_s=600")
+def test_churn_job(tiny):
+    folder = tiny("churn")
     t = pd.read_csv(folder / "churn.csv")
     assert (t.left > 0).all() and (t.joined > 0).all()
     assert (t.members == 400 + (t.joined - t.left).cumsum()).all()

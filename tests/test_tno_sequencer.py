@@ -8,8 +8,6 @@ from scribe_spark.tno.sequencer_experiment import chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation
 from tests.test_tno_ordering import scenario
 
-from tests.conftest import run_quick
-
 
 class FixedDelay(Placement):
     def delay(self, region_a, region_b, rng):
@@ -66,11 +64,8 @@ def test_popular_last_precedence_gives_short_chains():
 
 
 @pytest.mark.slow
-def test_tno_sequencer_job(spark, tmp_path):
-    from scribe_spark.config import TnoSequencerParams
-    from scribe_spark.tno.sequencer_experiment import run
-    folder = run_quick("tno_sequencer", TnoSequencerParams, run, tmp_path, "clients=200", "topics=100",
-                       "rates=[300.0, 3000.0]", "service_sweep_ms=[0.0, 1.0]")
+def test_tno_sequencer_job(tiny):
+    folder = tiny("tno_sequencer")
     t = pd.read_csv(folder / "sequencer.csv")
     assert set(t.popularity) == {"skewed", "spread"} and len(t) == 8
     assert (t.completed == t.events).all()

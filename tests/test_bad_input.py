@@ -1,0 +1,111 @@
+"""Bad input across every job: one line naming the key or the reason, a non-zero exit, no output folder.
+
+All of it is decided by `cli.plan` before Spark starts: in-process here (no Spark session is
+created by these tests), and through `./run.sh`, whose pre-start check runs before `spark-submit`.
+"""
+import subprocess
+
+import pytest
+
+from scribe_spark import cli
+from tests.conftest import ROOT
+
+
+def _files(tmp):
+    (tmp / "broken.toml").write_text("nodes = [\n")
+    (tmp / "odd.txt").write_text("0 1\n1 0\n2 2\n")       # not square
+    (tmp / "three.txt").write_text("0 1 2\n1 0 1\n2 1 0\n")   # 3 sites
+    (tmp / "a-file").write_text("")
+
+
+CASES = [
+    ("pastry_hops", ["--set", "b=3"], "key 'b'"),
+    ("pastry_hops", ["--set", "leaf_set=15"], "key 'leaf_set'"),
+    ("pastry_hops", ["--set", "nodes=[1]"], "key 'nodes'"),
+    ("pastry_hops", ["--set", "nodes=[]"], "key 'nodes'"),
+    ("pastry_hops", ["--set", "lookups=many"], "key 'lookups': must be an integer"),
+    ("pastry_hops", ["--set", "nodes=[1000"], "key 'nodes': must be an integer"),
+    ("pastry_hops", ["--set", "nodes=[70000000000]"], "key 'nodes'"),
+    ("pastry_hops", ["--set", "proximity=moon"], "key 'proximity'"),
+    ("pastry_hops", ["--set", "proximity=matrix"], "key 'matrix'"),
+    ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix=/nonexistent.npy"], "key 'matrix'"),
+    ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix={tmp}/odd.txt", "--set", "nodes=[2]"],
+     "key 'matrix'"),
+    ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix={tmp}/three.txt", "--set", "nodes=[4]"],
+     "key 'nodes'"),
+    ("pastry_hops", ["--set", "topology.edge_prob=2"], "key 'topology.edge_prob'"),
+    ("pastry_hops", ["--set", "proximity=transit-stub", "--set", "topology.routers_per_stub=100000"],
+     "key 'topology'"),
+    ("pastry_hops", ["--set", "bogus=1"], "key 'bogus': unknown parameter"),
+    ("pastry_hops", ["--set", "nodes"], "expected key=value"),
+    ("pastry_hops", ["--set", "save_routes=1"], "key 'save_routes': must be true or false"),
+    ("pastry_hops", ["--conf", "{tmp}/missing.toml"], "config file not found"),
+    ("pastry_hops", ["--conf", "{tmp}/broken.toml"], "not valid TOML"),
+    ("pastry_hops", ["--out", "{tmp}/a-file"], "is not a folder"),
+    ("pastry_hops", ["--out", "{tmp}/a-file/below"], "cannot create it"),
+    ("pastry_hops", ["--out", "/proc/scribe-out"], "cannot write"),
+    ("pastry_hops", ["--resume"], "--resume needs --out"),
+    ("pastry_hops", ["--frobnicate"], "unrecognized arguments"),
+    ("scribe_multicast", ["--set", "topics=0"], "key 'topics'"),
+    ("scribe_multicast", ["--set", "group_size=20", "--set", "nodes=10"], "key 'group_size'"),
+    ("scribe_multicast", ["--set", "partitions=-1"], "key 'partitions'"),
+    ("scribe_small_groups", ["--set", "bad_credentials=2.0"], "key 'bad_credentials'"),
+    ("scribe_repair", ["--set", "nodes=100", "--set", "topics=60", "--set", "fail_fraction=0.5"],
+     "key 'fail_fraction'"),
+    ("scribe_repair", ["--set", "replicas=0"], "key 'replicas'"),
+    ("scribe_repair", ["--set", "rounds=5"], "key 'rounds'"),
+    ("pastry_failures", ["--set", "fail_fraction=1.0"], "key 'fail_fraction'"),
+    ("pastry_failures", ["--set", "table_repair=foo"], "key 'table_repair'"),
+    ("churn", ["--set", "nodes=10"], "key 'nodes'"),
+    ("churn", ["--set", "mean_session_s=10.0"], "key 'mean_session_s'"),
+    ("tno_timestamp_size", ["--set", "topics_per_client=[0]"], "key 'topics_per_client'"),
+    ("tno_timestamp_size", ["--set", 'popularity=["flat"]'], "key 'popularity'"),
+    ("tno_timestamp_size", ["--set", "clients=100000000000"], "key 'clients'"),
+    ("tno_sequencer", ["--set", "rates=[0.0]"], "key 'rates'"),
+    ("tno_sequencer", ["--set", "duration_s=0.5"], "key 'duration_s'"),
+    ("tno_ordering", ["--set", "clients=5000"], "key 'clients'"),
+    ("tno_ordering", ["--set", "jitter=1.5"], "key 'jitter'"),
+    ("tno_ordering", ["--set", "topology.transit_domains=0"], "key 'topology.transit_domains'"),
+    ("no_such_job", [], "unknown experiment"),
+]
+
+
+@pytest.mark.parametrize("name, args, reason", CASES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CASES)])
+def test_bad_input_is_one_line_before_spark(tmp_path, capsys, name, args, reason):
+    _files(tmp_path)
+    out = tmp_path / "out"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "--out" not in args and "--resume" not in args:
+        args += ["--out", str(out)]
+    assert cli.main(name, args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{name}: error: ") and reason in err[0], err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "odd.txt", "three.txt"]
+
+
+def test_there_are_at_least_30_bad_inputs_across_all_jobs():
+    from scribe_spark.registry import JOBS
+    assert len(CASES) >= 30 and {n for n, _, _ in CASES} >= set(JOBS)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["pastry_hops", "--set", "b=3"], "pastry_hops: error: key 'b'"),
+    (["tno_ordering", "--conf", "{tmp}/broken.toml"], "tno_ordering: error: "),
+    (["churn", "--out", "{tmp}/a-file"], "churn: error: --out"),
+    (["scribe_repair", "--set", "nodes=100", "--set", "topics=60", "--set", "fail_fraction=0.5"],
+     "scribe_repair: error: key 'fail_fraction'"),
+    (["pastry_hops", "--set", "nodes=[70000000000]"], "pastry_hops: error: key 'nodes'"),
+    (["no_such_job"], "run.sh: unknown experiment"),
+])
+def test_run_sh_stops_bad_input_before_spark_submit(tmp_path, args, reason):
+    _files(tmp_path)
+    out = tmp_path / "out"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    res = subprocess.run(["./run.sh", *args, *([] if "--out" in args else ["--out", str(out)])], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert res.stdout == ""                      # no job started: it would log its first line to stdout
+    lines = [x for x in res.stderr.splitlines() if not x.startswith("run.sh: install")]
+    assert len(lines) == 1 and lines[0].startswith(reason), res.stderr
+    assert not out.exists()
