@@ -169,8 +169,8 @@ def test_superstep_progress_is_reported(spark, overlay_1500):
     lines = []
     msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
     ov.route(overlay_1500, msgs, log=lines.append)
-    assert lines[0].startswith("superstep 1: ") and "messages in flight" in lines[0]
-    assert lines[-1].startswith(f"superstep {len(lines)}: 0 messages in flight")
+    assert lines[0].startswith("route superstep 1: ") and "messages in flight" in lines[0]
+    assert lines[-1].startswith(f"route superstep {len(lines)}: 0 messages in flight")
 
 
 def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay_1500, monkeypatch):

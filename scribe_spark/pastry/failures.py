@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark import ids
+from scribe_spark import bsp, ids
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import (
     ID,
@@ -184,21 +184,25 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], No
     messages = 0
     new_leaf_type = T.StructType([T.StructField(ID, T.LongType(), False),
                                   T.StructField("new_leaf", T.ArrayType(T.LongType(), False), False)])
-    for k in range(1, max_rounds + 1):
-        req = state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc),
-                                                  "id long, contact long").localCheckpoint()
-        n_req = req.count()
-        log(f"leaf-set repair superstep {k}: {n_req} requests")
-        if n_req == 0:
-            return state, messages
-        messages += 2 * n_req
-        replies = (req.join(state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf")), "contact")
+
+    def requests(state: DataFrame) -> DataFrame:
+        """A node whose leaf set names a dead node asks the live node farthest on that side for its leaf set."""
+        return state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc), "id long, contact long")
+
+    def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Contacts reply with their leaf sets; each asker merges them into its own and asks again if need be."""
+        nonlocal state, messages
+        messages += 2 * n   # a request and its reply
+        replies = (inflight.join(state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf")), "contact")
                    .groupBy(ID).agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
         merged = replies.join(state.select(ID, "leaf"), ID).mapInArrow(_leaf_merge(overlay.ring_bc, dead_bc),
                                                                       new_leaf_type)
         state = (state.join(merged, ID, "left")
                  .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
-    raise RuntimeError(f"leaf-set repair did not settle within {max_rounds} supersteps")
+        return bsp.Superstep(requests(state))
+
+    bsp.run("leaf-set repair", requests(state), repair, max_rounds, log, unit="requests")
+    return state, messages
 
 
 def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> Callable:
@@ -239,8 +243,12 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     holes = holes.select(ID, "pos", "row").localCheckpoint()
     live_slots = slots.join(dead_df, slots.entry == dead_df.dead, "left_anti").where(F.col("entry") >= 0)
     n_holes = holes.count()
-    fixes, messages, todo = [], 0, holes
-    for shift in (0, 1):   # ask row r, then row r + 1
+    messages = 0
+
+    def ask(todo: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Superstep k asks the live entries of row r + k - 1 for their entry at the hole's slot, nearest first."""
+        nonlocal messages
+        shift = k - 1
         contacts = (todo.join(live_slots.select(ID, (F.col("row") - shift).alias("row"), F.col("pos").alias("cpos"),
                                                 F.col("entry").alias("contact")), [ID, "row"])
                     .where(F.col("cpos") != F.col("pos")))
@@ -255,13 +263,16 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
         counted = asked.join(first, [ID, "pos"]).where(
             F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
-        messages += 2 * counted.count()
+        messages += 2 * counted.count()   # every contact asked until the first that had a live candidate
         found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
-        fixes.append(found)
-        todo = todo.join(found, [ID, "pos"], "left_anti").localCheckpoint()
-        if met is None:
-            log(f"routing-table repair, asking row r+{shift}: {found.count()} entries replaced, {todo.count()} left")
-    fix = fixes[0].unionByName(fixes[1])
+        return bsp.Superstep(todo.join(found, [ID, "pos"], "left_anti"), {"found": found})
+
+    def quiet(m: str) -> None:
+        pass
+
+    # ask row r, then row r + 1: two rounds by design; holes neither fills stay empty
+    out = bsp.run("routing-table repair", holes, ask, 2, log if met is None else quiet, unit="holes", rounds=2)
+    fix = out.emitted.get("found", holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
     upd = (holes.join(fix, [ID, "pos"], "left")
            .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
     repaired = int((upd.entry >= 0).sum())

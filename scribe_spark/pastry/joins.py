@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from scribe_spark import ids
+from scribe_spark import bsp, ids
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import _layout, _leaf_merge, _state_batch
 from scribe_spark.pastry.kernels import Ring
@@ -38,6 +38,8 @@ from scribe_spark.pastry.overlay import (
     next_hop,
 )
 from scribe_spark.topology import Proximity
+
+LEAF_EXCHANGE_BOUND = 19   # rounds of leaf-set exchange after a join batch (a batch settles in a few)
 
 
 def sub_ring(ring: Ring, members: np.ndarray) -> Ring:
@@ -153,23 +155,16 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) ->
     msgs = (messages_frame(spark, contacts, ring.hi[xs], ring.lo[xs]).select("mid", "key_hi", "key_lo", "at")
             .withColumn("x", F.element_at(F.array([F.lit(int(v)) for v in xs]), F.col("mid").cast("int") + 1))
             .withColumn("path", F.array("at")))
-    done: list[DataFrame] = []
-    k = 0
-    while True:
-        k += 1
-        stepped = next_hop(overlay, msgs).localCheckpoint()
-        done.append(stepped.where("delivered").select("x", "path"))
-        msgs = (stepped.where(~F.col("delivered"))
-                .select("mid", "key_hi", "key_lo", F.col("next").alias("at"), "x",
-                        F.concat("path", F.array("next")).alias("path")).localCheckpoint())
-        left = msgs.count()
-        log(f"JOIN superstep {k}: {left} messages in flight")
-        if left == 0 or k > 4 * ring.digits + 16:
-            break
-    out = done[0]
-    for d in done[1:]:
-        out = out.unionByName(d)
-    return out
+
+    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Each JOIN takes one hop towards the newcomer's id, recording the node it passed."""
+        stepped = next_hop(overlay, inflight).localCheckpoint()
+        return bsp.Superstep(stepped.where(~F.col("delivered"))
+                             .select("mid", "key_hi", "key_lo", F.col("next").alias("at"), "x",
+                                     F.concat("path", F.array("next")).alias("path")),
+                             {"paths": stepped.where("delivered").select("x", "path")})
+
+    return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16, log).emitted["paths"]
 
 
 def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
@@ -207,19 +202,26 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
              .repartition(max(1, sc.defaultParallelism), ID).localCheckpoint())
     # leaf-set exchange until stable (newcomers of this batch learn of each other)
     exchange_msgs = 0
-    for k in range(1, 20):
-        sent = state.select(F.explode("leaf").alias(ID), F.concat(F.array(ID), "leaf").alias("c"))
-        exchange_msgs += sent.count()
-        got = sent.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
+
+    def leaf_sets_sent(state: DataFrame) -> DataFrame:
+        """Every node sends itself and its leaf set to each member of its leaf set."""
+        return state.select(F.explode("leaf").alias(ID), F.concat(F.array(ID), "leaf").alias("c"))
+
+    def exchange(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Each node merges the leaf sets it received into its own; if any changed, all send again."""
+        nonlocal state, exchange_msgs
+        exchange_msgs += n
+        got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
             _leaf_merge(overlay.ring_bc, absent), "id long, new_leaf array<long>")
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
-        n_changed = changed.count()
-        log(f"leaf-set exchange {k}: {n_changed} leaf sets changed")
-        if n_changed == 0:
-            break
+        if changed.count() == 0:
+            return bsp.Superstep(inflight.limit(0))
         state = (state.join(merged, ID, "left").select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr")
                  .localCheckpoint())
+        return bsp.Superstep(leaf_sets_sent(state))
+
+    bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND, log, unit="leaf-set messages")
     state = state.persist()
     state.count()
     overlay.state.unpersist()

@@ -7,7 +7,6 @@ and broadcast; the per-node state stays distributed.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -18,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from scribe_spark import bsp
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 
@@ -248,34 +248,26 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
     """
     limit = max_supersteps or 4 * overlay.ring.digits + 16
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
-    step = _step_task(overlay.ring_bc, dead_bc)
-    inflight = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields]).localCheckpoint()
-    n_inflight = inflight.count()
+    task = _step_task(overlay.ring_bc, dead_bc)
     state = overlay.state
-    delivered: list[DataFrame] = []
-    k = 0
-    while n_inflight > 0:
-        k += 1
-        if k > limit:
-            raise RuntimeError(f"routing did not converge within {limit} supersteps ({n_inflight} messages left)")
-        t0 = time.time()
+
+    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Every message takes one hop from the node it is at; those at their key's node are delivered."""
+        nonlocal state
         joined = inflight.join(state, inflight["at"] == state[ID]).drop(ID)
-        stepped = joined.mapInArrow(step, STEP_SCHEMA).localCheckpoint()
-        delivered.append(stepped.where("done").drop("done", "prev", "met"))
-        nxt = stepped.where(~F.col("done")).drop("done", "direct", "prev", "met").localCheckpoint()
-        n_inflight = nxt.count()
-        inflight = nxt
+        stepped = joined.mapInArrow(task, STEP_SCHEMA).localCheckpoint()
         if repair is not None:
             met = stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct()
             state = repair(state, met)
-        log(f"superstep {k}: {n_inflight} messages in flight ({time.time() - t0:.1f}s)")
-    if not delivered:
+        return bsp.Superstep(stepped.where(~F.col("done")).drop("done", "direct", "prev", "met"),
+                             {"delivered": stepped.where("done").drop("done", "prev", "met")})
+
+    start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
+    out = bsp.run("route", start, forward, limit, log).emitted.get("delivered")
+    if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
         return empty.drop("done", "prev", "met").withColumnRenamed("at", "dest")
-    out = delivered[0]
-    for d in delivered[1:]:
-        out = out.unionByName(d)
-    return out.withColumnRenamed("at", "dest").localCheckpoint()
+    return out.withColumnRenamed("at", "dest")
 
 
 def lookups(spark: SparkSession, ring: Ring, count: int, rng: np.random.Generator) -> DataFrame:

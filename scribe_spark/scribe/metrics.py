@@ -5,7 +5,6 @@ computed inside Spark tasks with the broadcast ring and router tables.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable, Iterator
 
 import numpy as np
@@ -15,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark import topology
+from scribe_spark import bsp, topology
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.trees import NODE, TOPIC, Trees
 
@@ -36,25 +35,18 @@ def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> 
 def tree_paths(overlay: Overlay, trees: Trees, log: Callable[[str], None] = print) -> DataFrame:
     """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
     edges = with_distance(overlay, trees.edges, SRC, DST, "edge_delay").localCheckpoint()
-    frontier = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth")).localCheckpoint()
-    levels = [frontier]
-    k = 0
-    while True:
-        t0 = time.time()
-        frontier = (frontier.join(edges, (frontier[TOPIC] == edges[TOPIC]) & (frontier[NODE] == edges[DST]))
-                    .select(frontier[TOPIC], edges[SRC].alias(NODE),
-                            (F.col("delay") + F.col("edge_delay")).alias("delay"),
-                            (F.col("depth") + 1).alias("depth"))).localCheckpoint()
-        n = frontier.count()
-        k += 1
-        log(f"publish superstep {k}: {n} event copies in flight ({time.time() - t0:.1f}s)")
-        if n == 0:
-            break
-        levels.append(frontier)
-    out = levels[0]
-    for lv in levels[1:]:
-        out = out.unionByName(lv)
-    return out.localCheckpoint()
+    roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
+
+    def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Every node reached sends the event copy to each of its children."""
+        below = (level.join(edges, (level[TOPIC] == edges[TOPIC]) & (level[NODE] == edges[DST]))
+                 .select(level[TOPIC], edges[SRC].alias(NODE), (F.col("delay") + F.col("edge_delay")).alias("delay"),
+                         (F.col("depth") + 1).alias("depth")))
+        return bsp.Superstep(below, {"paths": level})
+
+    # no path in a tree is longer than its edges; more supersteps would mean a cycle
+    bound = edges.count() + 1
+    return bsp.run("publish", roots, publish, bound, log, unit="event copies").emitted["paths"]
 
 
 def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:

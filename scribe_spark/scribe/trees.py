@@ -10,7 +10,6 @@ superstep collapse into one. At the root (Pastry delivers there) the message end
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from scribe_spark import bsp
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.topics import Topics
@@ -91,55 +91,49 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     """
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
-    arrivals = senders.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"), LAST)
-    edges, roots, grafts = [], [], []
-    k = 0
-    while True:
-        t0 = time.time()
-        arrivals = arrivals.localCheckpoint()
-        if forward is not None and k > 0:
+
+    def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """SUBSCRIBEs reach nodes: each adds its sender as a child; a member stops them, any other node joins."""
+        nonlocal members
+        out = {}
+        if forward is not None and k > 1:
             arrivals = forward(arrivals).select(TOPIC, "at", "from", LAST).localCheckpoint()
-        edges.append(arrivals.where(F.col("from").isNotNull())
-                     .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
+        out["edges"] = (arrivals.where(F.col("from").isNotNull())
+                        .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
         arrived = arrivals.groupBy(TOPIC, F.col("at").alias(NODE)).agg(F.min(LAST).alias(LAST))
-        if k == 0 or members is None:
+        if k == 1 or members is None:
             joining = arrived
         else:
             joining = arrived.join(members, [TOPIC, NODE], "left_anti")
-            grafts.append(arrivals.join(members.withColumnRenamed(NODE, "at"), [TOPIC, "at"], "left_semi")
-                          .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
+            out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, "at"), [TOPIC, "at"], "left_semi")
+                             .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
             if detect_roots:
                 stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
                 at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, "at"))
-                roots.append(at_root.where("delivered").select(TOPIC, F.col("at").alias(NODE)))
+                out["member_roots"] = at_root.where("delivered").select(TOPIC, F.col("at").alias(NODE))
         joining = joining.localCheckpoint()
         new = joining.select(TOPIC, NODE)
         if members is None:
             members = new
-        else:   # step 0 senders may be members already
+        else:   # step 1's senders may be members already
             members = members.unionByName(new)
-            members = (members.distinct() if k == 0 else members).localCheckpoint()
+            members = (members.distinct() if k == 1 else members).localCheckpoint()
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
-        roots.append(hop.where("delivered").select(TOPIC, F.col("at").alias(NODE)))
-        arrivals = (hop.where(~F.col("delivered"))
-                    .select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST))
-        n = arrivals.count()
-        log(f"subscribe superstep {k}: {n} SUBSCRIBE messages in flight ({time.time() - t0:.1f}s)")
-        if n == 0:
-            break
-        k += 1
-        if k > limit:
-            raise RuntimeError(f"subscribe did not converge within {limit} supersteps")
-    grafted = _union(grafts) if grafts else edges[0].limit(0)   # left lazy: only tree repair reads it
-    return Routed(_union(edges).localCheckpoint(), members, _union(roots).distinct().localCheckpoint(), k + 1,
-                  grafted)
+        out["roots"] = hop.where("delivered").select(TOPIC, F.col("at").alias(NODE))
+        return bsp.Superstep(hop.where(~F.col("delivered"))
+                             .select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST), out)
 
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out
+    start = senders.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"), LAST)
+    done = bsp.run("subscribe", start, subscribe, limit, log, unit="SUBSCRIBE messages", lazy=("grafts",))
+    e = done.emitted
+    empty = start.select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST).limit(0)
+    if members is None:   # nobody sent
+        members = start.select(TOPIC, F.col("at").alias(NODE)).limit(0)
+    roots = e.get("roots", empty.select(TOPIC, F.col(DST).alias(NODE)))
+    if "member_roots" in e:
+        roots = e["member_roots"].unionByName(roots)
+    return Routed(e.get("edges", empty), members, roots.distinct().localCheckpoint(), done.supersteps,
+                  e.get("grafts", empty))
 
 
 def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame,
@@ -151,19 +145,23 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame,
     """
     staying = subscriptions.join(leaving, [TOPIC, NODE], "left_anti")
     edges = trees.edges
-    k = 0
-    while True:
-        t0 = time.time()
+
+    def pruned(edges: DataFrame) -> DataFrame:
+        """UNSUBSCRIBE (topic, node) from every tree node that is a leaf and not a subscriber."""
         has_children = edges.select(TOPIC, F.col(DST).alias(NODE)).distinct()
-        prune = (edges.select(TOPIC, F.col(SRC).alias(NODE))
-                 .join(has_children, [TOPIC, NODE], "left_anti")
-                 .join(staying, [TOPIC, NODE], "left_anti")).localCheckpoint()
-        n = prune.count()
-        log(f"unsubscribe superstep {k}: {n} UNSUBSCRIBE messages in flight ({time.time() - t0:.1f}s)")
-        if n == 0:
-            break
-        edges = edges.join(prune.withColumnRenamed(NODE, SRC), [TOPIC, SRC], "left_anti").localCheckpoint()
-        k += 1
+        return (edges.select(TOPIC, F.col(SRC).alias(NODE))
+                .join(has_children, [TOPIC, NODE], "left_anti")
+                .join(staying, [TOPIC, NODE], "left_anti"))
+
+    def prune(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Each parent removes the children that unsubscribed; those left childless unsubscribe in turn."""
+        nonlocal edges
+        edges = edges.join(inflight.withColumnRenamed(NODE, SRC), [TOPIC, SRC], "left_anti").localCheckpoint()
+        return bsp.Superstep(pruned(edges))
+
+    # every superstep removes at least one edge
+    k = bsp.run("unsubscribe", pruned(edges), prune, trees.edges.count() + 1, log,
+                unit="UNSUBSCRIBE messages").supersteps
     in_tree = (edges.select(TOPIC, F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
                .unionByName(staying.select(TOPIC, NODE)).unionByName(trees.roots).distinct())
     return Trees(edges, in_tree.localCheckpoint(), trees.roots, k)

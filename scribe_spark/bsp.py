@@ -1,0 +1,93 @@
+"""The bulk-synchronous superstep loop that every protocol runs on.
+
+A protocol supplies a step: given the messages in flight (a DataFrame) it returns the
+messages for the next superstep and, by name, what this superstep emits (delivered
+messages, tree edges, roots, ...). `run` owns everything around it:
+
+- termination: the loop ends when no message is in flight; a loop still busy after `bound`
+  supersteps raises SuperstepBoundExceeded naming the loop and the messages left (never a
+  silent drop). A loop that ends by design after a fixed number of rounds passes `rounds`
+  and gets the messages left over back;
+- progress: one line per superstep, `<loop> superstep k: M <unit> in flight (t s)`, k from 1;
+- lineage: the next in-flight frame is locally checkpointed (one cut per superstep);
+- emissions: each name's frames are unioned over all supersteps and materialized once;
+- memory: once the emissions are materialized the loop's in-flight frames are released.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import DataFrame
+
+
+class SuperstepBoundExceeded(RuntimeError):
+    """A superstep loop still had messages in flight after its bound."""
+
+
+@dataclass
+class Superstep:
+    """What one superstep hands back: the next in-flight messages and what it emits, by name."""
+
+    inflight: DataFrame
+    emitted: dict[str, DataFrame] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a whole loop produced."""
+
+    emitted: dict[str, DataFrame]   # per name: the union over supersteps (names never emitted are absent)
+    supersteps: int                 # supersteps run
+    left: DataFrame                 # messages still in flight at the end (empty unless `rounds` stopped it)
+    left_count: int
+
+
+Step = Callable[[DataFrame, int, int], Superstep]
+
+
+def run(loop: str, inflight: DataFrame, step: Step, bound: int, log: Callable[[str], None] = print,
+        unit: str = "messages", rounds: int | None = None, lazy: tuple[str, ...] = ()) -> Outcome:
+    """Run supersteps of `step(inflight, k, n)` (k from 1, n = messages in flight) until none is left.
+
+    `bound` is the most supersteps the protocol can need; more raises SuperstepBoundExceeded.
+    With `rounds`, the loop stops after that many supersteps by design and returns what is left.
+    Emissions named in `lazy` stay unmaterialized (only some callers read them); the in-flight
+    frames they may depend on are then left to Spark's cleaner instead of released here.
+    """
+    inflight = inflight.localCheckpoint()
+    n = inflight.count()
+    held = [inflight]
+    emitted: dict[str, list[DataFrame]] = {}
+    k = 0
+    while n > 0 and (rounds is None or k < rounds):
+        k += 1
+        if k > bound:
+            raise SuperstepBoundExceeded(
+                f"{loop}: {n} {unit} still in flight after {bound} supersteps (the protocol's bound)")
+        t0 = time.time()
+        out = step(inflight, k, n)
+        for name, frame in out.emitted.items():
+            emitted.setdefault(name, []).append(frame)
+        inflight = out.inflight.localCheckpoint()
+        n = inflight.count()
+        held.append(inflight)
+        log(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
+    done = {}
+    for name, frames in emitted.items():
+        union = frames[0]
+        for f in frames[1:]:
+            union = union.unionByName(f)
+        done[name] = union if name in lazy else union.localCheckpoint()
+    if not any(name in lazy for name in emitted):
+        for frame in held[:-1]:
+            release(frame)
+    return Outcome(done, k, inflight, n)
+
+
+def release(frame: DataFrame) -> None:
+    """Free the cached blocks behind a locally checkpointed frame (nothing else may read it later)."""
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
