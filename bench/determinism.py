@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from scribe_spark import config  # noqa: E402
 from scribe_spark.registry import JOBS  # noqa: E402
+from scribe_spark.report import comparable_tables as tables  # noqa: E402
 
 SETTINGS = {
     "ref": ("local[2]", 2, 0),
@@ -37,16 +38,6 @@ SETTINGS = {
     "local2": ("local[2]", 8, 0),
     "standalone": (None, 8, 5),
 }
-
-
-def tables(folder: Path) -> dict[str, bytes]:
-    """Every table of a run (CSV text, Parquet rows) except timings.csv, as bytes."""
-    import pyarrow.parquet as pq
-    out = {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv")) if p.name != "timings.csv"}
-    for p in sorted(folder.glob("*.parquet")):
-        t = pq.read_table(p)
-        out[p.name] = t.schema.to_string().encode() + repr(t.to_pydict()).encode()
-    return out
 
 
 def has_partitions(name: str) -> bool:

@@ -50,3 +50,13 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
         cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def comparable_tables(folder: Path) -> dict[str, bytes]:
+    """Every table of one run (CSV bytes, Parquet schema and rows) except wall-clock timings."""
+    import pyarrow.parquet as pq
+    out = {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv")) if p.name != "timings.csv"}
+    for p in sorted(folder.glob("*.parquet")):
+        t = pq.read_table(p)
+        out[p.name] = t.schema.to_string().encode() + repr(t.to_pydict()).encode()
+    return out

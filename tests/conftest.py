@@ -7,6 +7,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scribe_spark import report  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -42,13 +44,8 @@ def tiny(spark, tmp_path_factory):
 
 
 def tables(folder: Path) -> dict[str, bytes]:
-    """Every table of a run (CSV text, Parquet rows) except wall-clock timings, as bytes to compare exactly."""
-    import pyarrow.parquet as pq
-    out = {p.name: p.read_bytes() for p in sorted(folder.glob("*.csv")) if p.name != "timings.csv"}
-    for p in sorted(folder.glob("*.parquet")):
-        t = pq.read_table(p)
-        out[p.name] = t.schema.to_string().encode() + repr(t.to_pydict()).encode()
-    return out
+    """Every table of a run except wall-clock timings, as bytes to compare exactly."""
+    return report.comparable_tables(folder)
 
 
 def run_quick(name: str, out: Path, *sets: str) -> Path:
