@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scribe_spark import config  # noqa: E402
+from scribe_spark import loader  # noqa: E402
 from scribe_spark.registry import JOBS  # noqa: E402
 from scribe_spark.report import comparable_tables as tables  # noqa: E402
 
@@ -76,7 +76,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "data" / "bench" / "determinism"))
     args = ap.parse_args()
     for name in args.jobs:   # fail early on a tiny config that does not load
-        config.load(JOBS[name].params, ROOT / "conf" / "tiny" / f"{name}.toml")
+        loader.load(JOBS[name].params, ROOT / "conf" / "tiny" / f"{name}.toml")
     base = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
     results: dict[str, dict[str, dict[str, bytes]]] = {}
     for setting in args.settings:

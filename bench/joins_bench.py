@@ -35,10 +35,10 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark import ids, topology
-    from scribe_spark.pastry import failures as fl
     from scribe_spark.pastry import joins
     from scribe_spark.pastry import overlay as ov
     from scribe_spark.pastry.kernels import Ring
+    from scribe_spark.reference import closest, routing_tables
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g").config("spark.sql.shuffle.partitions", "4")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
@@ -56,13 +56,13 @@ def main() -> None:
     alive = np.ones(ring.n, dtype=bool)
     def quiet(m):
         return None
-    g = fl.checked_lookups(grown, src, khi, klo, alive, log=quiet)
-    c = fl.checked_lookups(converged, src, khi, klo, alive, log=quiet)
+    g = closest.checked_lookups(grown, src, khi, klo, alive, log=quiet)
+    c = closest.checked_lookups(converged, src, khi, klo, alive, log=quiet)
     got = grown.state.toPandas().set_index("id").sort_index()
     want = converged.state.toPandas().set_index("id").sort_index()
     same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist())
                          for a, b in zip(got.leaf, want.leaf)])
-    cmp = joins.compare_tables(ring, got, want)
+    cmp = routing_tables.compare_tables(ring, got, want)
     newcomers = args.nodes - args.initial
     print(f"\n{args.nodes} nodes ({args.initial} converged, then batches of {args.batch}), grown in {t_grow:.0f} s "
           f"on {args.master}")

@@ -34,10 +34,10 @@ def child(n: int, lookups: int, evlog: str) -> None:
     from pyspark.sql import functions as F
 
     from scribe_spark.config import ScribeParams
+    from scribe_spark.experiments.scribe_multicast import workload
     from scribe_spark.pastry import overlay as ov
-    from scribe_spark.pastry.hops import make_ring, shared_network
     from scribe_spark.scribe import trees as tr
-    from scribe_spark.scribe.multicast import workload
+    from scribe_spark.workloads.network import make_ring, shared_network
 
     spark = (SparkSession.builder.appName(f"scaling N={n}").config("spark.eventLog.enabled", "true")
              .config("spark.eventLog.dir", evlog).config("spark.eventLog.compress", "false").getOrCreate())

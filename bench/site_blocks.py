@@ -15,7 +15,7 @@ import numpy as np
 
 from scribe_spark import ids
 from scribe_spark.config import ScribeParams
-from scribe_spark.pastry.hops import make_ring, shared_network
+from scribe_spark.workloads.network import make_ring, shared_network
 
 p = ScribeParams()
 routers, _ = shared_network(p, p.seed)

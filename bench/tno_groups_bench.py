@@ -34,7 +34,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark.tno import groups
-    from scribe_spark.tno.timestamp_size import POPULARITY, draw_subscriptions, popularity
+    from scribe_spark.workloads.popularity import POPULARITY, draw_subscriptions, popularity
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g")
              .config("spark.sql.shuffle.partitions", os.environ.get("SHUFFLE_PARTITIONS", "4"))

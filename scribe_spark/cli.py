@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from scribe_spark import capacity, config, registry
+from scribe_spark import capacity, config, loader, registry
 
 log = logging.getLogger("scribe_spark")
 T = TypeVar("T")
@@ -123,7 +123,7 @@ class _Parser(argparse.ArgumentParser):
 
 def digest(name: str, params: Any) -> str:
     """Return the hash that identifies a run: the experiment and its resolved parameters."""
-    return hashlib.sha256(f"{name}\n{config.to_toml(params)}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{name}\n{loader.to_toml(params)}".encode()).hexdigest()[:16]
 
 
 def plan(name: str, argv: list[str]) -> Plan:
@@ -133,7 +133,7 @@ def plan(name: str, argv: list[str]) -> Plan:
     job = registry.JOBS[name]
     args = parse_args(name, argv)
     conf = Path(args.conf) if args.conf else project_root() / "conf" / f"{name}.toml"
-    params = config.load(job.params, conf, args.set)
+    params = loader.load(job.params, conf, args.set)
     capacity.check(params)
     if args.out:
         out_root = Path(args.out).resolve()
@@ -209,7 +209,7 @@ def _difference(p: Plan, folder: Path) -> str:
         theirs = tomllib.loads(text)
     except (OSError, tomllib.TOMLDecodeError):
         return "its params.toml is missing or unreadable"
-    ours = tomllib.loads(config.to_toml(p.params))
+    ours = tomllib.loads(loader.to_toml(p.params))
 
     def flat(d: dict, at: str = "") -> dict:
         out = {}
@@ -314,7 +314,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n# digest: {p.digest}\n"
-                                     + config.to_toml(p.params))
+                                     + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     if continued is not None:
         run.log(f"continuing the unfinished run from {continued.name} "

@@ -5,11 +5,9 @@ the reason; jobs turn it into a non-zero exit before Spark starts or anything is
 """
 from __future__ import annotations
 
-import tomllib
-import typing
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from scribe_spark.topology import MODELS
 
@@ -46,43 +44,66 @@ class TopologyParams:
 
 
 @dataclass(frozen=True)
-class PastryHopsParams:
-    """SPEC P1 + P2: hops and relative route distance vs overlay size."""
+class OverlayParams:
+    """Pastry knobs of every job that builds an overlay (SPEC section 2), validated once here."""
 
-    nodes: tuple[int, ...] = (1000, 3000, 10000, 30000, 100000)
-    lookups: int = 200_000
     b: int = 4
     leaf_set: int = 16
     neighborhood: int = 32
-    proximity: str = "plane"
-    matrix: str = ""
     seed: int = 1
-    save_routes: bool = False
-    partitions: int = 0
     topology: TopologyParams = field(default_factory=TopologyParams)
 
-    def validate(self) -> None:
-        _require(len(self.nodes) > 0, "nodes", "must list at least one overlay size", list(self.nodes))
-        for n in self.nodes:
-            _require(n >= 2, "nodes", "every size must be >= 2", n)
-        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _validate_pastry(self)
-        if self.proximity == "matrix":
-            sites = _matrix_sites(self.matrix)
-            _require(max(self.nodes) <= sites, "nodes", f"exceeds the {sites} sites of the latency matrix",
-                     max(self.nodes))
-        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+    def validate_overlay(self, nodes: int) -> None:
+        """Check the Pastry keys and the proximity model for an overlay of up to `nodes` nodes."""
+        _require(1 <= self.b <= 8 and 128 % self.b == 0, "b", "must be in 1..8 and divide 128", self.b)
+        _require(self.leaf_set >= 2 and self.leaf_set % 2 == 0, "leaf_set", "must be an even number >= 2",
+                 self.leaf_set)
+        _require(self.neighborhood >= 0, "neighborhood", "must be >= 0", self.neighborhood)
+        _require(self.proximity in MODELS, "proximity", f"must be one of {', '.join(MODELS)}", self.proximity)
         self.topology.validate("topology.")
 
 
-def _validate_pastry(p) -> None:
-    _require(1 <= p.b <= 8 and 128 % p.b == 0, "b", "must be in 1..8 and divide 128", p.b)
-    _require(p.leaf_set >= 2 and p.leaf_set % 2 == 0, "leaf_set", "must be an even number >= 2", p.leaf_set)
-    _require(p.neighborhood >= 0, "neighborhood", "must be >= 0", p.neighborhood)
-    _require(p.proximity in MODELS, "proximity", f"must be one of {', '.join(MODELS)}", p.proximity)
-    if p.proximity == "matrix":
-        _require(bool(p.matrix), "matrix", "must name a latency matrix file when proximity = 'matrix'", p.matrix)
-        _require(Path(p.matrix).is_file(), "matrix", "file not found", p.matrix)
+@dataclass(frozen=True)
+class OnRouters(OverlayParams):
+    """An overlay on the transit-stub routers: the model is fixed, not a parameter (Scribe, T3)."""
+
+    proximity: ClassVar[str] = "transit-stub"
+
+
+@dataclass(frozen=True)
+class AnyProximity(OverlayParams):
+    """An overlay under a proximity model the user picks, a latency matrix included."""
+
+    proximity: str = "plane"
+    matrix: str = ""
+
+    def validate_overlay(self, nodes: int) -> None:
+        """Also check the latency matrix file and that it has a site for each of `nodes` nodes."""
+        super().validate_overlay(nodes)
+        if self.proximity == "matrix":
+            _require(bool(self.matrix), "matrix", "must name a latency matrix file when proximity = 'matrix'",
+                     self.matrix)
+            _require(Path(self.matrix).is_file(), "matrix", "file not found", self.matrix)
+            sites = _matrix_sites(self.matrix)
+            _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix", nodes)
+
+
+@dataclass(frozen=True)
+class TopicWorkload:
+    """Scribe topics of subscribers by rank: floor(N r^-size_exponent + 0.5), at least min_size, or fixed."""
+
+    topics: int = 1500
+    size_exponent: float = 1.25
+    min_size: int = 1
+    group_size: int = 0
+
+    def validate_topics(self, nodes: int) -> None:
+        """Check the topic workload for `nodes` nodes."""
+        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
+        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
+        _require(1 <= self.min_size <= nodes, "min_size", f"must be in 1..nodes ({nodes})", self.min_size)
+        _require(0 <= self.group_size <= nodes, "group_size",
+                 f"must be in 0..nodes ({nodes}); 0 = sizes from size_exponent", self.group_size)
 
 
 def _matrix_sites(path: str) -> int:
@@ -93,167 +114,44 @@ def _matrix_sites(path: str) -> int:
         raise ConfigError(f"key 'matrix': {e}") from None
 
 
-def _validate_overlay(p, nodes: int) -> None:
-    """Pastry keys, the latency matrix (when used) for `nodes` nodes, and the topology table."""
-    _validate_pastry(p)
-    if p.proximity == "matrix":
-        sites = _matrix_sites(p.matrix)
-        _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix", p.nodes)
-    p.topology.validate("topology.")
-
-
-def _validate_topic_sizes(p) -> None:
-    _require(p.topics >= 1, "topics", "must be >= 1", p.topics)
-    _require(p.size_exponent > 0, "size_exponent", "must be > 0", p.size_exponent)
-    _require(1 <= p.min_size <= p.nodes, "min_size", "must be in 1..nodes", p.min_size)
-
-
 def _require(ok: bool, key: str, reason: str, value: Any) -> None:
     if not ok:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
-# ------------------------------------------------------------------ loading
+@dataclass(frozen=True)
+class PastryHopsParams(AnyProximity):
+    """SPEC P1 + P2: hops and relative route distance vs overlay size."""
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """Parse `key=value` where value is TOML (bare words are taken as strings)."""
-    if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected key=value")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key, value
+    nodes: tuple[int, ...] = (1000, 3000, 10000, 30000, 100000)
+    lookups: int = 200_000
+    save_routes: bool = False
+    partitions: int = 0
 
-
-def load(cls: type, path: str | Path | None, overrides: list[str] = ()) -> Any:
-    """Return validated parameters of dataclass `cls` from a TOML file plus `key=value` overrides."""
-    data: dict = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    for item in overrides:
-        key, value = parse_override(item)
-        node = data
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"key '{key}': '{p}' is not a table")
-        node[parts[-1]] = value
-    params = _build(cls, data, "")
-    params.validate()
-    return params
-
-
-def _build(cls: type, data: dict, at: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    for key in data:
-        if key not in known:
-            raise ConfigError(f"key '{at}{key}': unknown parameter (known: {', '.join(sorted(known))})")
-    kwargs = {}
-    for f in fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _coerce(hints[f.name], data[f.name], at + f.name)
-    return cls(**kwargs)
-
-
-def _coerce(tp: Any, value: Any, key: str) -> Any:
-    if is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"key '{key}': must be a table")
-        return _build(tp, value, key + ".")
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        inner = typing.get_args(tp)[0]
-        if not isinstance(value, list):
-            value = [value]
-        return tuple(_coerce(inner, v, key) for v in value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"key '{key}': must be true or false (got {value!r})")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"key '{key}': must be an integer (got {value!r})")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"key '{key}': must be a number (got {value!r})")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"key '{key}': must be a string (got {value!r})")
-        return value
-    raise ConfigError(f"key '{key}': unsupported parameter type {tp}")
-
-
-def to_toml(params: Any) -> str:
-    """Return the parameters as TOML text (tables after plain keys)."""
-    plain, tables = [], []
-    for f in fields(params):
-        v = getattr(params, f.name)
-        if is_dataclass(v):
-            tables.append((f.name, v))
-        else:
-            plain.append(f"{f.name} = {_toml_value(v)}")
-    out = "\n".join(plain) + "\n"
-    for name, v in tables:
-        out += f"\n[{name}]\n" + "\n".join(f"{g.name} = {_toml_value(getattr(v, g.name))}" for g in fields(v)) + "\n"
-    return out
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {v!r} as TOML")
+    def validate(self) -> None:
+        _require(len(self.nodes) > 0, "nodes", "must list at least one overlay size", list(self.nodes))
+        for n in self.nodes:
+            _require(n >= 2, "nodes", "every size must be >= 2", n)
+        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
+        self.validate_overlay(max(self.nodes))
+        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
 
 
 @dataclass(frozen=True)
-class ScribeParams:
+class ScribeParams(TopicWorkload, OnRouters):
     """SPEC S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
 
     nodes: int = 100_000
-    topics: int = 1500
-    size_exponent: float = 1.25
-    min_size: int = 1
-    group_size: int = 0
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    seed: int = 1
     bad_credentials: float = 0.001
     save_trees: bool = False
     partitions: int = 0
-    topology: TopologyParams = field(default_factory=TopologyParams)
-
-    proximity = "transit-stub"   # Scribe experiments run on the router topology (not a parameter)
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
-        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
-        _require(1 <= self.min_size <= self.nodes, "min_size", f"must be in 1..nodes ({self.nodes})", self.min_size)
-        _require(0 <= self.group_size <= self.nodes, "group_size",
-                 f"must be in 0..nodes ({self.nodes}); 0 = sizes from size_exponent", self.group_size)
+        self.validate_topics(self.nodes)
         _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]", self.bad_credentials)
-        _validate_pastry(self)
+        self.validate_overlay(self.nodes)
         _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
-        self.topology.validate("topology.")
 
 
 @dataclass(frozen=True)
@@ -280,7 +178,7 @@ class TnoSizeParams:
 
 
 @dataclass(frozen=True)
-class TnoOrderingParams:
+class TnoOrderingParams(OnRouters):
     """SPEC T3: TNO over Scribe trees whose per-hop delays reorder events."""
 
     nodes: int = 2000
@@ -298,13 +196,6 @@ class TnoOrderingParams:
     servers: int = 5
     regions: int = 2
     causal: bool = False
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    seed: int = 1
-    topology: TopologyParams = field(default_factory=TopologyParams)
-
-    proximity = "transit-stub"
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
@@ -323,8 +214,7 @@ class TnoOrderingParams:
         _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
         _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})", self.servers)
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
-        _validate_pastry(self)
-        self.topology.validate("topology.")
+        self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
@@ -368,7 +258,7 @@ class TnoSequencerParams:
 
 
 @dataclass(frozen=True)
-class PastryFailuresParams:
+class PastryFailuresParams(AnyProximity):
     """SPEC P3: routing before failures, after failures without repair, and after repair."""
 
     nodes: int = 5000
@@ -376,13 +266,6 @@ class PastryFailuresParams:
     lookups: int = 200_000
     table_repair: str = "lazy"
     passes: int = 2
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    proximity: str = "plane"
-    matrix: str = ""
-    seed: int = 1
-    topology: TopologyParams = field(default_factory=TopologyParams)
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
@@ -392,17 +275,15 @@ class PastryFailuresParams:
         _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
                  "must leave at least 2 live nodes", self.fail_fraction)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _validate_overlay(self, self.nodes)
+        self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
-class ScribeRepairParams:
+class ScribeRepairParams(TopicWorkload, AnyProximity):
     """SPEC S3: Scribe tree repair, with and without the reliable ordered extension, during an event stream."""
 
     nodes: int = 5000
     topics: int = 100
-    size_exponent: float = 1.25
-    min_size: int = 1
     fail_fraction: float = 0.10
     failed_roots: int = 10
     rounds: int = 30
@@ -411,17 +292,10 @@ class ScribeRepairParams:
     publish_probability: float = 0.5
     buffer: int = 8
     replicas: int = 5
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    proximity: str = "plane"
-    matrix: str = ""
-    seed: int = 1
-    topology: TopologyParams = field(default_factory=TopologyParams)
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _validate_topic_sizes(self)
+        self.validate_topics(self.nodes)
         _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
         failing = round(self.fail_fraction * self.nodes)
         _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
@@ -439,11 +313,11 @@ class ScribeRepairParams:
                  self.publish_probability)
         _require(self.buffer >= 0, "buffer", "must be >= 0", self.buffer)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
-        _validate_overlay(self, self.nodes)
+        self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
-class ChurnParams:
+class ChurnParams(TopicWorkload, AnyProximity):
     """Churn run: nodes leave and join continuously (exponential sessions) while lookups and events go on."""
 
     nodes: int = 2000
@@ -452,16 +326,7 @@ class ChurnParams:
     mean_session_s: float = 1800.0
     lookups: int = 20_000
     topics: int = 30
-    size_exponent: float = 1.25
-    min_size: int = 1
     replicas: int = 5
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    proximity: str = "plane"
-    matrix: str = ""
-    seed: int = 1
-    topology: TopologyParams = field(default_factory=TopologyParams)
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)
@@ -472,6 +337,6 @@ class ChurnParams:
         _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
                  "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)", self.mean_session_s)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _validate_topic_sizes(self)
+        self.validate_topics(self.nodes)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
-        _validate_overlay(self, 2 * self.nodes)   # members and newcomers
+        self.validate_overlay(2 * self.nodes)   # members and newcomers

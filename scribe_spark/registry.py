@@ -27,23 +27,23 @@ class Job:
 
 
 JOBS: dict[str, Job] = {j.name: j for j in (
-    Job("pastry_hops", config.PastryHopsParams, "scribe_spark.pastry.hops:run",
+    Job("pastry_hops", config.PastryHopsParams, "scribe_spark.experiments.pastry_hops:run",
         "SPEC P1 + P2: Pastry hops and relative route distance vs overlay size"),
-    Job("pastry_failures", config.PastryFailuresParams, "scribe_spark.pastry.failures_experiment:run",
+    Job("pastry_failures", config.PastryFailuresParams, "scribe_spark.experiments.pastry_failures:run",
         "SPEC P3: Pastry routing under node failures, and repair"),
-    Job("scribe_multicast", config.ScribeParams, "scribe_spark.scribe.multicast:run",
+    Job("scribe_multicast", config.ScribeParams, "scribe_spark.experiments.scribe_multicast:run",
         "SPEC S1: Scribe trees at scale vs IP multicast"),
-    Job("scribe_small_groups", config.ScribeParams, "scribe_spark.scribe.multicast:run",
+    Job("scribe_small_groups", config.ScribeParams, "scribe_spark.experiments.scribe_multicast:run",
         "SPEC S2: Scribe with many small groups"),
-    Job("scribe_repair", config.ScribeRepairParams, "scribe_spark.scribe.repair_experiment:run",
+    Job("scribe_repair", config.ScribeRepairParams, "scribe_spark.experiments.scribe_repair:run",
         "SPEC S3: Scribe tree repair during an event stream, reliable ordered extension"),
-    Job("churn", config.ChurnParams, "scribe_spark.scribe.churn_experiment:run",
+    Job("churn", config.ChurnParams, "scribe_spark.experiments.churn:run",
         "churn run: continuous joins and leaves while lookups and Scribe events go on"),
-    Job("tno_timestamp_size", config.TnoSizeParams, "scribe_spark.tno.timestamp_size:run",
+    Job("tno_timestamp_size", config.TnoSizeParams, "scribe_spark.experiments.tno_timestamp_size:run",
         "SPEC T1: TNO timestamp size vs subscriptions"),
-    Job("tno_sequencer", config.TnoSequencerParams, "scribe_spark.tno.sequencer_experiment:run",
+    Job("tno_sequencer", config.TnoSequencerParams, "scribe_spark.experiments.tno_sequencer:run",
         "SPEC T2: TNO sequencer latency, throughput and inter-server bandwidth"),
-    Job("tno_ordering", config.TnoOrderingParams, "scribe_spark.tno.ordering_experiment:run",
+    Job("tno_ordering", config.TnoOrderingParams, "scribe_spark.experiments.tno_ordering:run",
         "SPEC T3: TNO correctness over Scribe trees"),
 )}
 

@@ -177,7 +177,8 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
     delays = np.array(dl, dtype=np.float32)
     graph = coo_matrix((delays, (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
     ncomp, _ = connected_components(graph, directed=False)
-    assert ncomp == 1, "transit-stub generator produced a disconnected graph"
+    if ncomp != 1:   # _random_connected_graph connects every domain; this would be a bug
+        raise RuntimeError(f"transit-stub generator produced a disconnected graph ({ncomp} components)")
     delay, pred = shortest_path(graph, method="D", directed=False, return_predecessors=True)
     return TransitStub(n, np.array(is_transit), np.array(domain), edges, delays, delay.astype(np.float32),
                        pred.astype(np.int32))

@@ -5,7 +5,7 @@ import tomllib
 
 import pytest
 
-from scribe_spark import config
+from scribe_spark import config, loader
 from scribe_spark.config import ConfigError, PastryHopsParams
 from tests.conftest import ROOT
 
@@ -13,13 +13,13 @@ from tests.conftest import ROOT
 def _load(tmp_path, text, overrides=()):
     f = tmp_path / "p.toml"
     f.write_text(text)
-    return config.load(PastryHopsParams, f, list(overrides))
+    return loader.load(PastryHopsParams, f, list(overrides))
 
 
 def test_defaults_file_loads_and_round_trips(tmp_path):
-    p = config.load(PastryHopsParams, ROOT / "conf" / "pastry_hops.toml")
+    p = loader.load(PastryHopsParams, ROOT / "conf" / "pastry_hops.toml")
     assert p.nodes[-1] == 100_000 and p.lookups == 200_000 and p.b == 4
-    again = _load(tmp_path, config.to_toml(p))
+    again = _load(tmp_path, loader.to_toml(p))
     assert again == p
 
 
@@ -69,7 +69,7 @@ def test_invalid_toml_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not valid TOML"):
         _load(tmp_path, "nodes = [\n")
     with pytest.raises(ConfigError, match="not found"):
-        config.load(PastryHopsParams, tmp_path / "nope.toml")
+        loader.load(PastryHopsParams, tmp_path / "nope.toml")
 
 
 def test_job_rejects_bad_input_with_one_line_and_writes_nothing(tmp_path):
@@ -83,7 +83,7 @@ def test_job_rejects_bad_input_with_one_line_and_writes_nothing(tmp_path):
 
 
 def test_resolved_params_are_valid_toml():
-    text = config.to_toml(PastryHopsParams())
+    text = loader.to_toml(PastryHopsParams())
     data = tomllib.loads(text)
     assert data["nodes"] == list(PastryHopsParams().nodes) and data["topology"]["transit_domains"] == 10
 
@@ -95,7 +95,7 @@ def test_resolved_params_are_valid_toml():
 def test_bad_scribe_workloads_name_the_key(overrides, key):
     from scribe_spark.config import ScribeParams
     with pytest.raises(ConfigError, match=f"'{key}'"):
-        config.load(ScribeParams, ROOT / "conf" / "scribe_multicast.toml", overrides)
+        loader.load(ScribeParams, ROOT / "conf" / "scribe_multicast.toml", overrides)
 
 
 def test_every_shipped_config_loads():
@@ -105,7 +105,7 @@ def test_every_shipped_config_loads():
                "tno_sequencer": TnoSequencerParams, "pastry_failures": config.PastryFailuresParams,
                "scribe_repair": config.ScribeRepairParams, "churn": config.ChurnParams}
     for f in sorted((ROOT / "conf").rglob("*.toml")):
-        assert config.load(classes[f.stem], f) is not None, f
+        assert loader.load(classes[f.stem], f) is not None, f
 
 
 @pytest.mark.parametrize("overrides, key", [
@@ -115,7 +115,7 @@ def test_every_shipped_config_loads():
 def test_bad_tno_parameters_name_the_key(overrides, key):
     from scribe_spark.config import TnoSizeParams
     with pytest.raises(ConfigError, match=f"'{key}'"):
-        config.load(TnoSizeParams, ROOT / "conf" / "tno_timestamp_size.toml", overrides)
+        loader.load(TnoSizeParams, ROOT / "conf" / "tno_timestamp_size.toml", overrides)
 
 
 @pytest.mark.parametrize("overrides, key", [
@@ -125,4 +125,4 @@ def test_bad_tno_parameters_name_the_key(overrides, key):
 def test_bad_sequencer_parameters_name_the_key(overrides, key):
     from scribe_spark.config import TnoSequencerParams
     with pytest.raises(ConfigError, match=f"'{key}'"):
-        config.load(TnoSequencerParams, ROOT / "conf" / "tno_sequencer.toml", overrides)
+        loader.load(TnoSequencerParams, ROOT / "conf" / "tno_sequencer.toml", overrides)

@@ -8,6 +8,7 @@ from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.reference import closest
 from tests.test_pastry import _closest_brute, _ints, _ring
 
 
@@ -37,7 +38,7 @@ def test_closest_live_matches_brute_force(failed):
     live = np.flatnonzero(~dead)
     live_ints = [ints[i] for i in live]
     want = [live[_closest_brute(live_ints, (int(h) << 64) | int(l))] for h, l in zip(khi, klo)]
-    assert (fl.closest_live(ring, ~dead, khi, klo) == want).all()
+    assert (closest.closest_live(ring, ~dead, khi, klo) == want).all()
 
 
 @pytest.mark.parametrize("phase", ["after_failure", "after_repair"])
@@ -47,7 +48,7 @@ def test_lookups_reach_the_closest_live_node(spark, failed, phase):
     src, khi, klo = _lookups(ring, dead)
     routed = ov.route(current, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
     routed = routed.toPandas().sort_values("mid")
-    assert (routed.dest.to_numpy() == fl.closest_live(ring, ~dead, khi, klo)).all()
+    assert (routed.dest.to_numpy() == closest.closest_live(ring, ~dead, khi, klo)).all()
     assert not dead[routed.dest].any()
 
 
@@ -91,8 +92,8 @@ def test_a_dead_next_hop_times_out_and_the_node_picks_a_live_one_that_makes_prog
 def test_lookups_meeting_unknown_dead_entries_time_out_and_still_arrive(spark, failed):
     ring, dead, overlay, *_ = failed
     src, khi, klo = _lookups(ring, dead)
-    unknown = fl.checked_lookups(overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead)
-    known = fl.checked_lookups(fl.without_dead(overlay, dead), src, khi, klo, ~dead, log=lambda m: None, dead=dead)
+    unknown = closest.checked_lookups(overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead)
+    known = closest.checked_lookups(fl.without_dead(overlay, dead), src, khi, klo, ~dead, log=lambda m: None, dead=dead)
     assert unknown.correct.all() and known.correct.all()
     assert unknown.timeouts.sum() > 0 and known.timeouts.sum() == 0
 
@@ -101,7 +102,7 @@ def test_lazy_repair_repairs_exactly_the_entries_routes_find_dead(spark, failed)
     ring, dead, overlay, *_ = failed
     lazy = fl.LazyRepair(overlay, dead, log=lambda m: None)
     src, khi, klo = _lookups(ring, dead, 1500, seed=8)
-    passes = [fl.checked_lookups(lazy.overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead, repair=lazy)
+    passes = [closest.checked_lookups(lazy.overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead, repair=lazy)
               for _ in range(2)]
     c = lazy.counts
     assert all(r.correct.all() for r in passes)

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from scribe_spark import ids
-from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
+from scribe_spark.reference import closest, routing_tables
 from tests.test_pastry import _ring
 
 
@@ -23,7 +23,7 @@ def test_grown_overlay_routes_every_lookup_to_the_closest_node(spark, grown):
     khi, klo = ids.random_ids(1500, rng)
     routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
     routed = routed.toPandas().sort_values("mid")
-    assert (routed.dest.to_numpy() == fl.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
+    assert (routed.dest.to_numpy() == closest.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
 
 
 def test_grown_state_against_the_converged_construction(spark, grown):
@@ -33,7 +33,7 @@ def test_grown_state_against_the_converged_construction(spark, grown):
     assert list(got.index) == list(range(ring.n))
     # leaf sets: exactly the converged ones (after the leaf-set exchange)
     assert all(set(np.asarray(a).tolist()) == set(np.asarray(b).tolist()) for a, b in zip(got.leaf, want.leaf))
-    cmp = joins.compare_tables(ring, got, want)
+    cmp = routing_tables.compare_tables(ring, got, want)
     assert cmp["invalid"] == 0 and cmp["entries"] > 0
     assert 0.3 < cmp["best_share"] < 1.0     # valid everywhere, proximity-best in most entries but not all
     assert counts["route"] > 0 and counts["notify"] > 0 and counts["leaf_exchange"] > 0

@@ -6,12 +6,14 @@ import pytest
 
 from scribe_spark import ids, topology
 from scribe_spark.config import ScribeParams
+from scribe_spark.experiments import scribe_multicast as multicast
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.scribe import metrics, multicast
+from scribe_spark.reference.sequential_scribe import SequentialScribe
+from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from scribe_spark.scribe.sequential import SequentialScribe
+from scribe_spark.workloads import scribe_groups
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +153,6 @@ def test_wrong_credentials_are_refused_and_counted(spark):
 
 def test_group_sizes_follow_the_rank_formula():
     p = ScribeParams(nodes=100_000, topics=1500)
-    s = multicast.group_sizes(p)
+    s = scribe_groups.group_sizes(p)
     assert s[0] == 100_000 and s[1] == int(100_000 * 2 ** -1.25 + 0.5) and s[-1] == 11
-    assert (multicast.group_sizes(ScribeParams(nodes=50, topics=7, group_size=11)) == 11).all()
+    assert (scribe_groups.group_sizes(ScribeParams(nodes=50, topics=7, group_size=11)) == 11).all()

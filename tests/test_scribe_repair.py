@@ -3,13 +3,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scribe_spark.experiments import scribe_repair as rx
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import overlay as ov
+from scribe_spark.reference import closest
+from scribe_spark.reference.sequential_scribe import SequentialScribe
+from scribe_spark.scribe import reliable
 from scribe_spark.scribe import repair as rp
-from scribe_spark.scribe import repair_experiment as rx
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from scribe_spark.scribe.sequential import SequentialScribe
 from tests.test_pastry import _ring
 
 
@@ -91,7 +93,7 @@ def test_repaired_trees_have_live_nodes_true_roots_and_reach_every_live_subscrib
     edges = fixed.trees.edges.toPandas()
     assert not dead[edges.src].any() and not dead[edges.dst].any()
     roots = fixed.trees.roots.toPandas().set_index("topic").node
-    want = fl.closest_live(ring, ~dead, topics.hi, topics.lo)
+    want = closest.closest_live(ring, ~dead, topics.hi, topics.lo)
     assert all(roots[t] == want[t] for t in roots.index)
     parent = {(t, c): p for t, c, p in edges[["topic", "src", "dst"]].itertuples(index=False)}
     assert len(parent) == len(edges)
@@ -122,7 +124,7 @@ def _stream():
 
 def test_stream_plain_loses_the_outage_for_cut_off_and_dead_root_subscribers():
     pub, subs, root_dead, lost = _stream()
-    log = rx.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=8, reliable=False)
+    log = reliable.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=8, reliable=False)
     got = log.groupby("node").event.apply(set)
     assert got[10] == set(range(8))
     assert got[11] == got[12] == got[13] == {0, 1, 5, 6, 7}
@@ -134,7 +136,7 @@ def test_stream_plain_loses_the_outage_for_cut_off_and_dead_root_subscribers():
 
 def test_stream_reliable_recovers_everything_in_order_when_the_buffer_covers_the_outage():
     pub, subs, root_dead, lost = _stream()
-    log = rx.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=8, reliable=True)
+    log = reliable.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=8, reliable=True)
     for node in (10, 11, 12, 13):
         mine = log[log.node == node]
         assert list(mine.event) == list(range(8)) and (np.diff(mine.seq) == 1).all()
@@ -147,7 +149,7 @@ def test_stream_reliable_recovers_everything_in_order_when_the_buffer_covers_the
 
 def test_stream_small_buffer_loses_what_it_cannot_hold_and_the_order_check_can_fail():
     pub, subs, root_dead, lost = _stream()
-    log = rx.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=1, reliable=True)
+    log = reliable.deliveries(pub, subs, root_dead, lost, fail_round=2, timeout=3, buffer=1, reliable=True)
     assert set(log[log.node == 11].event) == {0, 1, 4, 5, 6, 7}
     swapped = log.copy()
     i = swapped.index[swapped.node == 10][:2]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from scribe_spark.tno import groups
-from scribe_spark.tno.timestamp_size import draw_subscriptions, popularity, zipf_exponent
+from scribe_spark.workloads.popularity import draw_subscriptions, popularity, zipf_exponent
 
 
 def _brute(subs: dict[int, set[int]], need: int) -> dict[int, set[int]]:

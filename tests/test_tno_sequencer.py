@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scribe_spark.experiments.tno_sequencer import chain_profile, precedence_rank
 from scribe_spark.tno.sequencer import Sequencer
-from scribe_spark.tno.sequencer_experiment import chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation
 from tests.test_tno_ordering import scenario
 

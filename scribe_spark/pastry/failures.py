@@ -32,39 +32,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark import bsp, ids
+from scribe_spark import bsp
+from scribe_spark.arrow import arrow_schema, batch_columns, list_array, offsets_values
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import (
-    ID,
-    STATE_SCHEMA,
-    Overlay,
-    _arrow_schema,
-    _columns,
-    _list_array,
-    _offsets_values,
-    messages_frame,
-    route,
-)
-
-
-def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray) -> np.ndarray:
-    """Return the numerically closest live node to each key (brute force over the sorted live ids)."""
-    order = ring.order[alive[ring.order]]
-    shi, slo = ring.hi[order], ring.lo[order]
-    i = ids.searchsorted(shi, slo, khi, klo)
-    succ, pred = order[i % len(order)], order[(i - 1) % len(order)]
-    return np.where(ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo), succ, pred)
-
-
-def checked_lookups(overlay: Overlay, src: np.ndarray, khi: np.ndarray, klo: np.ndarray, alive: np.ndarray,
-                    log: Callable[[str], None] = print, **route_args) -> pd.DataFrame:
-    """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node.
-
-    `route_args` go to `overlay.route` (dead, repair)."""
-    msgs = messages_frame(overlay.state.sparkSession, src, khi, klo)
-    routed = route(overlay, msgs, log=log, **route_args).toPandas().sort_values("mid")
-    routed["correct"] = routed.dest.to_numpy() == closest_live(overlay.ring, alive, khi, klo)
-    return routed
+from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay
 
 
 def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +48,7 @@ def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return smaller, larger
 
 
-def _layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.ndarray:
+def leaf_set_layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.ndarray:
     """Return a leaf set in the kernels' layout (L/2 smaller then L/2 larger, nearest first).
 
     A side with fewer than L/2 live nodes is padded with its farthest one (or `me`), so the
@@ -96,29 +67,29 @@ def _layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.ndarray:
     return np.concatenate([pad(smaller), pad(larger)]).astype(np.int64)
 
 
-def _state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(leaf), _list_array(rt), _list_array(nbr)],
-                                      schema=_arrow_schema(STATE_SCHEMA))
+def state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(leaf), list_array(rt), list_array(nbr)],
+                                      schema=arrow_schema(STATE_SCHEMA))
 
 
 def _clean_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value
         n_live = int((~dead).sum())
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = _offsets_values(col["leaf"])
-            rv, ro = _offsets_values(col["rt"])
-            nv, no = _offsets_values(col["nbr"])
+            lv, lo = offsets_values(col["leaf"])
+            rv, ro = offsets_values(col["rt"])
+            nv, no = offsets_values(col["nbr"])
             rv = np.where((rv >= 0) & dead[np.maximum(rv, 0)], -1, rv)
             leaf, rt, nbr = [], [], []
             for i, m in enumerate(me):
                 own = lv[lo[i]:lo[i + 1]]
-                leaf.append(_layout(ring, m, own[~dead[own]], n_live))
+                leaf.append(leaf_set_layout(ring, m, own[~dead[own]], n_live))
                 rt.append(rv[ro[i]:ro[i + 1]])
                 x = nv[no[i]:no[i + 1]]
                 nbr.append(x[~dead[x]])
-            yield _state_batch(me, leaf, rt, nbr)
+            yield state_batch(me, leaf, rt, nbr)
     return _
 
 
@@ -138,9 +109,9 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value
         n_live, half = int((~dead).sum()), ring.leaf_set // 2
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = _offsets_values(col["leaf"])
+            lv, lo = offsets_values(col["leaf"])
             out_me, out_c = [], []
             for i, m in enumerate(me):
                 leaf = lv[lo[i]:lo[i + 1]]
@@ -157,21 +128,21 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     return _
 
 
-def _leaf_merge(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
+def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     schema = pa.schema([(ID, pa.int64(), False), ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value
         n_live = int((~dead).sum())
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = _offsets_values(col["leaf"])
-            cv, co = _offsets_values(col["cand"])
+            lv, lo = offsets_values(col["leaf"])
+            cv, co = offsets_values(col["cand"])
             out = []
             for i, m in enumerate(me):
                 cand = np.concatenate([lv[lo[i]:lo[i + 1]], cv[co[i]:co[i + 1]]])
-                out.append(_layout(ring, m, cand[~dead[cand]], n_live))
-            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), _list_array(out)], schema=schema)
+                out.append(leaf_set_layout(ring, m, cand[~dead[cand]], n_live))
+            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(out)], schema=schema)
     return _
 
 
@@ -195,7 +166,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], No
         messages += 2 * n   # a request and its reply
         replies = (inflight.join(state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf")), "contact")
                    .groupBy(ID).agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
-        merged = replies.join(state.select(ID, "leaf"), ID).mapInArrow(_leaf_merge(overlay.ring_bc, dead_bc),
+        merged = replies.join(state.select(ID, "leaf"), ID).mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc),
                                                                       new_leaf_type)
         state = (state.join(merged, ID, "left")
                  .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
@@ -206,11 +177,11 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], No
 
 
 def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> Callable:
-    out = _arrow_schema(schema)
+    out = arrow_schema(schema)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             d = ring.prox.dist(col[a].to_numpy().astype(np.int64), col[b].to_numpy().astype(np.int64))
             yield pa.RecordBatch.from_arrays([col[f.name] for f in schema.fields[:-1]] + [pa.array(d)], schema=out)
     return _
@@ -293,14 +264,14 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         u_id, u_pos, u_entry = upd_bc.value
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            rv, ro = _offsets_values(col["rt"])
+            rv, ro = offsets_values(col["rt"])
             lo, hi = np.searchsorted(u_id, me), np.searchsorted(u_id, me, side="right")
             for i in np.flatnonzero(hi > lo):
                 rv[ro[i] + u_pos[lo[i]:hi[i]]] = u_entry[lo[i]:hi[i]]
             rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv))
-            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]], schema=_arrow_schema(STATE_SCHEMA))
+            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]], schema=arrow_schema(STATE_SCHEMA))
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()
 
 

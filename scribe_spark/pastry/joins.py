@@ -19,24 +19,17 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp, ids
+from scribe_spark.arrow import batch_columns, offsets_values
+from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
-from scribe_spark.pastry.failures import _layout, _leaf_merge, _state_batch
+from scribe_spark.pastry.failures import leaf_merge_task, leaf_set_layout, state_batch
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import (
-    ID,
-    STATE_SCHEMA,
-    Overlay,
-    _columns,
-    _offsets_values,
-    messages_frame,
-    next_hop,
-)
+from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
 from scribe_spark.topology import Proximity
 
 LEAF_EXCHANGE_BOUND = 19   # rounds of leaf-set exchange after a join batch (a batch settles in a few)
@@ -60,7 +53,7 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
 
     rt = [np.where(np.asarray(r) >= 0, members[np.maximum(np.asarray(r, dtype=np.int64), 0)], -1)
           for r in kernels.routing_tables(sub, local, "proximity", 0)]
-    batch = _state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
+    batch = state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
                          to_full(kernels.neighborhood_sets(sub, local)))
     state = spark.createDataFrame(pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
     state.count()
@@ -87,9 +80,9 @@ def _newcomer_task(ring_bc, absent_bc) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, n_members = ring_bc.value, int((~absent_bc.value).sum())   # members after this batch
         cols = 1 << ring.b
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             xs = col["x"].to_numpy().astype(np.int64)
-            path_v, path_o = _offsets_values(col["path"])
+            path_v, path_o = offsets_values(col["path"])
             rts = col["rts"].to_pylist()
             last_leaf = col["last_leaf"].to_pylist()
             a_nbr = col["a_nbr"].to_pylist()
@@ -108,11 +101,12 @@ def _newcomer_task(ring_bc, absent_bc) -> Callable:
                         if len(ok):
                             table[r * cols + c] = ok[np.argmin(ring.prox.dist(np.full(len(ok), x), ok))]
                 rt.append(table)
-                leaf.append(_layout(ring, x, np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64), n_members))
+                known = np.asarray(last_leaf[i] + [int(path[-1])], dtype=np.int64)
+                leaf.append(leaf_set_layout(ring, x, known, n_members))
                 near = np.unique(np.asarray(a_nbr[i] + [int(path[0])], dtype=np.int64))
                 order = np.argsort(ring.prox.dist(np.full(len(near), x), near), kind="stable")
                 nbr.append(near[order][:ring.neighborhood])
-            yield _state_batch(xs, leaf, rt, nbr)
+            yield state_batch(xs, leaf, rt, nbr)
     return _
 
 
@@ -120,16 +114,16 @@ def _update_task(ring_bc, absent_bc) -> Callable:
     """A member takes the newcomers that named it into its leaf set, routing table and neighbors."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, n_members = ring_bc.value, int((~absent_bc.value).sum())   # members after this batch
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = _offsets_values(col["leaf"])
-            rv, ro = _offsets_values(col["rt"])
-            nv, no = _offsets_values(col["nbr"])
+            lv, lo = offsets_values(col["leaf"])
+            rv, ro = offsets_values(col["rt"])
+            nv, no = offsets_values(col["nbr"])
             news = col["news"].to_pylist()
             leaf, rt, nbr = [], [], []
             for i, m in enumerate(me):
                 new = np.asarray(news[i], dtype=np.int64)
-                leaf.append(_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], new]), n_members))
+                leaf.append(leaf_set_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], new]), n_members))
                 table = rv[ro[i]:ro[i + 1]].copy()
                 slot = _entry_of(ring, m, new)
                 if len(slot) and slot.max() >= len(table):   # a newcomer opens a new row
@@ -144,7 +138,7 @@ def _update_task(ring_bc, absent_bc) -> Callable:
                 near = near[near != m]
                 order = np.argsort(ring.prox.dist(np.full(len(near), m), near), kind="stable")
                 nbr.append(near[order][:ring.neighborhood])
-            yield _state_batch(me, leaf, rt, nbr)
+            yield state_batch(me, leaf, rt, nbr)
     return _
 
 
@@ -152,15 +146,15 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) ->
     """Route JOIN messages from the contacts to the newcomers' ids; return (x, path)."""
     ring = overlay.ring
     spark = overlay.state.sparkSession
-    msgs = (messages_frame(spark, contacts, ring.hi[xs], ring.lo[xs]).select("mid", "key_hi", "key_lo", "at")
+    msgs = (messages_frame(spark, contacts, ring.hi[xs], ring.lo[xs]).select("mid", "key_hi", "key_lo", AT)
             .withColumn("x", F.element_at(F.array([F.lit(int(v)) for v in xs]), F.col("mid").cast("int") + 1))
-            .withColumn("path", F.array("at")))
+            .withColumn("path", F.array(AT)))
 
     def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Each JOIN takes one hop towards the newcomer's id, recording the node it passed."""
         stepped = next_hop(overlay, inflight).localCheckpoint()
         return bsp.Superstep(stepped.where(~F.col("delivered"))
-                             .select("mid", "key_hi", "key_lo", F.col("next").alias("at"), "x",
+                             .select("mid", "key_hi", "key_lo", F.col("next").alias(AT), "x",
                                      F.concat("path", F.array("next")).alias("path")),
                              {"paths": stepped.where("delivered").select("x", "path")})
 
@@ -213,7 +207,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         exchange_msgs += n
         got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
-            _leaf_merge(overlay.ring_bc, absent), "id long, new_leaf array<long>")
+            leaf_merge_task(overlay.ring_bc, absent), "id long, new_leaf array<long>")
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
         if changed.count() == 0:
             return bsp.Superstep(inflight.limit(0))
@@ -245,26 +239,3 @@ def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.rand
             totals[k] = totals.get(k, 0) + v
         log(f"{len(members)} members after joining {len(xs)} ({counts})")
     return overlay, totals
-
-
-def compare_tables(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> dict:
-    """Compare routing tables grown by joins with the converged construction's (both indexed by id).
-
-    Returns entries (slots the converged construction fills), best (of those, how many hold the
-    same, proximity-best node), invalid (grown entries that break the prefix/digit rule) and
-    best_share = best / entries.
-    """
-    cols = 1 << ring.b
-    best = entries = invalid = 0
-    for node, rt in grown.rt.items():
-        rt, conv = np.asarray(rt), np.asarray(converged.rt[node])
-        slot = np.flatnonzero(rt >= 0)
-        e, r = rt[slot], slot // cols
-        pre = ids.shared_prefix_digits(ring.hi[e], ring.lo[e], np.full(len(e), ring.hi[node]),
-                                       np.full(len(e), ring.lo[node]), ring.b)
-        invalid += int(((pre != r) | (ids.digit(ring.hi[e], ring.lo[e], r, ring.b) != slot % cols)).sum())
-        m = min(len(rt), len(conv))
-        filled = conv[:m] >= 0
-        entries += int(filled.sum())
-        best += int((rt[:m][filled] == conv[:m][filled]).sum())
-    return {"entries": entries, "best": best, "invalid": invalid, "best_share": best / max(1, entries)}

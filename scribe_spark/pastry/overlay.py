@@ -18,10 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
+from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, offsets_values
+from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
-
-ID, SRC, DST = "id", "src", "dst"
 
 STATE_SCHEMA = T.StructType([
     T.StructField(ID, T.LongType(), False),
@@ -35,7 +35,7 @@ MESSAGE_SCHEMA = T.StructType([
     T.StructField(SRC, T.LongType(), False),
     T.StructField("key_hi", T.LongType(), False),   # uint64 bits stored in a signed long
     T.StructField("key_lo", T.LongType(), False),
-    T.StructField("at", T.LongType(), False),
+    T.StructField(AT, T.LongType(), False),
     T.StructField("hops", T.IntegerType(), False),
     T.StructField("distance", T.DoubleType(), False),
     T.StructField("rare", T.IntegerType(), False),   # hops taken by the rare-case rule
@@ -86,14 +86,6 @@ class Overlay:
             raise RuntimeError(f"{hint} (the JVM package is not on the classpath: {type(e).__name__})") from None
 
 
-def _list_array(lists: list[np.ndarray]) -> pa.ListArray:
-    lens = np.fromiter((len(x) for x in lists), dtype=np.int32, count=len(lists))
-    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    values = np.concatenate(lists).astype(np.int64) if offsets[-1] else np.empty(0, dtype=np.int64)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
-
-
 def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
@@ -104,9 +96,9 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
         for s in range(0, len(nodes), chunk):
             part = nodes[s:s + chunk]
             yield pa.RecordBatch.from_arrays(
-                [pa.array(part), _list_array(kernels.leaf_sets(ring, part)),
-                 _list_array(kernels.routing_tables(ring, part, mode, seed)),
-                 _list_array(kernels.neighborhood_sets(ring, part))],
+                [pa.array(part), list_array(kernels.leaf_sets(ring, part)),
+                 list_array(kernels.routing_tables(ring, part, mode, seed)),
+                 list_array(kernels.neighborhood_sets(ring, part))],
                 schema=pa.schema([(ID, pa.int64(), False),
                                   ("leaf", pa.list_(pa.field("element", pa.int64(), False)), False),
                                   ("rt", pa.list_(pa.field("element", pa.int64(), False)), False),
@@ -142,35 +134,15 @@ def routing_edges(state: DataFrame, b: int) -> DataFrame:
                     (F.col("slot") % cols).cast("int").alias("col")))
 
 
-def _as_u64(a: pa.Array) -> np.ndarray:
-    return a.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
-
-
-def _offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
-    offs = a.offsets.to_numpy().astype(np.int64)
-    return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs
-
-
-def _pa_type(dt: T.DataType) -> pa.DataType:
-    if isinstance(dt, T.ArrayType):
-        return pa.list_(pa.field("element", _pa_type(dt.elementType), dt.containsNull))
-    return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
-            T.BooleanType(): pa.bool_(), T.StringType(): pa.string()}[dt]
-
-
-def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    return pa.schema([(f.name, _pa_type(f.dataType), f.nullable) for f in schema.fields])
-
-
 def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple:
     """Apply the routing rule to one Arrow batch of messages joined with node state.
 
     Returns (at, next, rule, timeouts, met_index, met_node); with `dead`, nodes try dead
     entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts.
     """
-    at = col["at"].to_numpy().astype(np.int64)
-    args = (ring, _as_u64(col["key_hi"]), _as_u64(col["key_lo"]), at, *_offsets_values(col["leaf"]),
-            *_offsets_values(col["rt"]), *_offsets_values(col["nbr"]))
+    at = col[AT].to_numpy().astype(np.int64)
+    args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *offsets_values(col["leaf"]),
+            *offsets_values(col["rt"]), *offsets_values(col["nbr"]))
     if dead is not None:
         return (at, *kernels.route_step_timeouts(*args, dead))
     nxt, rule = kernels.route_step(*args)
@@ -178,19 +150,12 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
     return at, nxt, rule, np.zeros(len(at), np.int32), none, none
 
 
-def _columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
-    """Yield each non-empty Arrow batch as a {name: column} dict."""
-    for batch in batches:
-        if batch.num_rows:
-            yield {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
-
-
 def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
-    out_schema = _arrow_schema(STEP_SCHEMA)
+    out_schema = arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
             done = rule == kernels.DELIVERED
             src = col[SRC].to_numpy().astype(np.int64)
@@ -217,17 +182,17 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
     extra = [f for f in messages.schema.fields if f.name not in ("leaf", "rt", "nbr")]
     schema = T.StructType(extra + [T.StructField("next", T.LongType(), False),
                                    T.StructField("delivered", T.BooleanType(), False)])
-    out_schema = _arrow_schema(schema)
+    out_schema = arrow_schema(schema)
     names = [f.name for f in extra]
     ring_bc = overlay.ring_bc
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
-        for col in _columns(batches):
+        for col in batch_columns(batches):
             _, nxt, rule, *_ = _route_batch(ring, col)
             arrays = [col[n] for n in names] + [pa.array(nxt), pa.array(rule == kernels.DELIVERED)]
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
-    joined = messages.join(overlay.state, messages["at"] == overlay.state[ID]).drop(ID)
+    joined = messages.join(overlay.state, messages[AT] == overlay.state[ID]).drop(ID)
     return joined.mapInArrow(_, schema)
 
 
@@ -254,7 +219,7 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
     def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Every message takes one hop from the node it is at; those at their key's node are delivered."""
         nonlocal state
-        joined = inflight.join(state, inflight["at"] == state[ID]).drop(ID)
+        joined = inflight.join(state, inflight[AT] == state[ID]).drop(ID)
         stepped = joined.mapInArrow(task, STEP_SCHEMA).localCheckpoint()
         if repair is not None:
             met = stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct()
@@ -266,8 +231,8 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
     out = bsp.run("route", start, forward, limit, log).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
-        return empty.drop("done", "prev", "met").withColumnRenamed("at", "dest")
-    return out.withColumnRenamed("at", "dest")
+        return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")
+    return out.withColumnRenamed(AT, "dest")
 
 
 def lookups(spark: SparkSession, ring: Ring, count: int, rng: np.random.Generator) -> DataFrame:
@@ -286,7 +251,7 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         SRC: pa.array(np.asarray(src, dtype=np.int64)),
         "key_hi": pa.array(np.asarray(key_hi, dtype=np.uint64).view(np.int64)),
         "key_lo": pa.array(np.asarray(key_lo, dtype=np.uint64).view(np.int64)),
-        "at": pa.array(np.asarray(src, dtype=np.int64)),
+        AT: pa.array(np.asarray(src, dtype=np.int64)),
         "hops": pa.array(np.zeros(count, dtype=np.int32)),
         "distance": pa.array(np.zeros(count, dtype=np.float64)),
         "rare": pa.array(np.zeros(count, dtype=np.int32)),

@@ -20,7 +20,7 @@ count as heartbeats) and parents have stopped hearing from dead children:
    the topic is lost (publishes are refused from then on).
 5. subscribeHandler at each graft: in the reliable, ordered extension the graft point
    retransmits its buffered events above the request's sequence number; the event stream
-   that plays this out is in `repair_experiment`.
+   that plays this out is `scribe/reliable.py`, driven by `experiments/scribe_repair.py`.
 
 The three upcalls are an application's: pass `Upcalls(fault=..., forward=..., subscribe=...)`
 to `repair_trees`. `PLAIN` is Scribe without them; `reliable(last)` is the extension.
@@ -35,6 +35,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scribe_spark.columns import AT
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
@@ -214,8 +215,8 @@ def handoff(overlay: Overlay, topics: Topics, trees: Trees, log: Callable[[str],
     old root hands over the topic state and becomes its child). Returns (trees, handoffs).
     """
     keys = tr.topic_keys(trees.roots.sparkSession, topics)
-    hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
-    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col("at").alias(NODE), F.lit(None).cast("long").alias(LAST))
+    hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
+    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col(AT).alias(NODE), F.lit(None).cast("long").alias(LAST))
     n = moved.count()
     if n == 0:
         return trees, 0

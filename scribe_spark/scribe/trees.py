@@ -20,11 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
+from scribe_spark.columns import AT, LAST, NODE, TOPIC
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.topics import Topics
-
-TOPIC, NODE, LAST = "topic", "node", "last"
 
 SUBSCRIPTION_SCHEMA = T.StructType([T.StructField(TOPIC, T.LongType(), False),
                                     T.StructField(NODE, T.LongType(), False)])
@@ -97,20 +96,20 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         nonlocal members
         out = {}
         if forward is not None and k > 1:
-            arrivals = forward(arrivals).select(TOPIC, "at", "from", LAST).localCheckpoint()
+            arrivals = forward(arrivals).select(TOPIC, AT, "from", LAST).localCheckpoint()
         out["edges"] = (arrivals.where(F.col("from").isNotNull())
-                        .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
-        arrived = arrivals.groupBy(TOPIC, F.col("at").alias(NODE)).agg(F.min(LAST).alias(LAST))
+                        .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
+        arrived = arrivals.groupBy(TOPIC, F.col(AT).alias(NODE)).agg(F.min(LAST).alias(LAST))
         if k == 1 or members is None:
             joining = arrived
         else:
             joining = arrived.join(members, [TOPIC, NODE], "left_anti")
-            out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, "at"), [TOPIC, "at"], "left_semi")
-                             .select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST))
+            out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, AT), [TOPIC, AT], "left_semi")
+                             .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
             if detect_roots:
                 stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
-                at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, "at"))
-                out["member_roots"] = at_root.where("delivered").select(TOPIC, F.col("at").alias(NODE))
+                at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, AT))
+                out["member_roots"] = at_root.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
         joining = joining.localCheckpoint()
         new = joining.select(TOPIC, NODE)
         if members is None:
@@ -118,17 +117,17 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         else:   # step 1's senders may be members already
             members = members.unionByName(new)
             members = (members.distinct() if k == 1 else members).localCheckpoint()
-        hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, "at")).localCheckpoint()
-        out["roots"] = hop.where("delivered").select(TOPIC, F.col("at").alias(NODE))
+        hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
+        out["roots"] = hop.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
         return bsp.Superstep(hop.where(~F.col("delivered"))
-                             .select(TOPIC, F.col("next").alias("at"), F.col("at").alias("from"), LAST), out)
+                             .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST), out)
 
-    start = senders.select(TOPIC, F.col(NODE).alias("at"), F.lit(None).cast("long").alias("from"), LAST)
+    start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     done = bsp.run("subscribe", start, subscribe, limit, log, unit="SUBSCRIBE messages", lazy=("grafts",))
     e = done.emitted
-    empty = start.select(TOPIC, F.col("from").alias(SRC), F.col("at").alias(DST), LAST).limit(0)
+    empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
-        members = start.select(TOPIC, F.col("at").alias(NODE)).limit(0)
+        members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)
     roots = e.get("roots", empty.select(TOPIC, F.col(DST).alias(NODE)))
     if "member_roots" in e:
         roots = e["member_roots"].unionByName(roots)

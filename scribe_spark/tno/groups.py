@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from scipy import sparse
 
-SUBSCRIBER, TOPIC, MEMBER = "subscriber", "topic", "member"
+from scribe_spark.columns import MEMBER, SUBSCRIBER, TOPIC
+
 PAIR_SCHEMA = "t1 long, t2 long, shared long"
 
 

@@ -31,19 +31,20 @@ from scribe_spark.cli import Run
 from scribe_spark.config import ChurnParams
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import joins
-from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast
+from scribe_spark.reference import closest
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
+from scribe_spark.workloads import scribe_groups
+from scribe_spark.workloads.network import make_ring, shared_network
 
 
 def _lookups(overlay, alive, count, rng):
     """Route lookups from live nodes; the state may still name dead nodes (they time out)."""
     src = rng.choice(np.flatnonzero(alive), count)
     khi, klo = ids.random_ids(count, rng)
-    routed = fl.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None, dead=~alive)
+    routed = closest.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None, dead=~alive)
     return float(routed.correct.mean()), float(routed.hops.mean()), float(routed.timeouts.mean())
 
 
@@ -70,7 +71,7 @@ def run(p: ChurnParams, run: Run) -> None:
     ends[members] = rng.exponential(p.mean_session_s, p.nodes)   # residual sessions (memoryless)
     pool = iter(range(p.nodes, universe))
 
-    topics, sub_t, sub_n = multicast.subscriptions(p, rng)
+    topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df, log=lambda m: None)
@@ -115,7 +116,7 @@ def run(p: ChurnParams, run: Run) -> None:
             trees, handoffs = rp.handoff(overlay, topics, trees, log=quiet)
         # every root is the live node numerically closest to its topicId (brute force)
         now_roots = trees.roots.toPandas()
-        want = fl.closest_live(ring, alive, topics.hi, topics.lo)
+        want = closest.closest_live(ring, alive, topics.hi, topics.lo)
         wrong = now_roots[now_roots[NODE].to_numpy() != want[now_roots[TOPIC].to_numpy()]]
         if len(wrong):
             raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")

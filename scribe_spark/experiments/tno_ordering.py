@@ -12,57 +12,23 @@ import time
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
 from scribe_spark import report
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoOrderingParams
 from scribe_spark.pastry import overlay as ov
-from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber, check_tno
+from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Simulation, contiguous_placement
-from scribe_spark.tno.timestamp_size import draw_subscriptions, popularity
+from scribe_spark.workloads.network import make_ring, shared_network
+from scribe_spark.workloads.popularity import draw_subscriptions, popularity
 
 SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_unreliable")
-
-
-class ScribeENS:
-    """Per-event delays over the Scribe trees with independent per-hop jitter."""
-
-    def __init__(self, edges: pd.DataFrame, roots: dict, pub_to_root: np.ndarray, edge_delay: np.ndarray,
-                 jitter: float):
-        self.jitter = jitter
-        self.pub_to_root = pub_to_root          # (clients, topics) ms
-        self.paths = {}
-        for topic, e in edges.assign(delay=edge_delay).groupby("topic"):
-            parent = dict(zip(e.src, e.dst))
-            index = {(c, p): k for k, (c, p) in enumerate(zip(e.src, e.dst))}
-            nodes = sorted(set(e.src) | {roots[topic]})
-            rows, cols = [], []
-            for i, n in enumerate(nodes):
-                while n in parent:
-                    rows.append(i)
-                    cols.append(index[(n, parent[n])])
-                    n = parent[n]
-            m = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(e)))
-            self.paths[topic] = ({n: i for i, n in enumerate(nodes)}, m, e.delay.to_numpy())
-
-    def __call__(self, client, topic, receivers, rng):
-        row_of, m, base = self.paths.get(topic, ({}, None, None))
-
-        def j(k: int) -> np.ndarray:
-            return 1.0 + self.jitter * rng.uniform(-1.0, 1.0, k)
-
-        to_root = self.pub_to_root[client, topic] * j(1)[0]
-        if m is None:
-            return np.full(len(receivers), to_root)
-        down = m @ (base * j(len(base)))
-        return to_root + np.array([down[row_of[r]] if r in row_of else 0.0 for r in receivers])
 
 
 def run(p: TnoOrderingParams, run: Run) -> None:

@@ -30,68 +30,17 @@ from scribe_spark.cli import Run
 from scribe_spark.config import ScribeRepairParams
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import overlay as ov
-from scribe_spark.pastry.hops import make_ring, shared_network
-from scribe_spark.scribe import multicast
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import trees as tr
+from scribe_spark.scribe.reliable import deliveries
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.session import spark_session
+from scribe_spark.workloads import scribe_groups
+from scribe_spark.workloads.failures import choose_failures
+from scribe_spark.workloads.network import make_ring, shared_network
 
 MODES = ("plain", "reliable")
 PHASES = ("before", "during", "after")
-
-
-def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost: np.ndarray,
-               fail_round: int, timeout: int, buffer: int, reliable: bool) -> pd.DataFrame:
-    """Return the delivery log (topic, node, event, seq, published, round), in delivery order.
-
-    pub[t, r]: topic t publishes in round r. subs: (topic, node, joined) for the live
-    subscribers; `joined` = still joined to a live root during the outage [F, D).
-    """
-    F, D = fail_round, fail_round + timeout
-    rows = []
-    for t in range(pub.shape[0]):
-        rounds = np.flatnonzero(pub[t])
-        s = subs[subs[TOPIC] == t]
-        if s.empty or not len(rounds):
-            continue
-        nodes, joined = s[NODE].to_numpy(), s["joined"].to_numpy()
-        seq, out = 0, []      # out: (event, seq, published, round, who, kind) with who a node mask
-        everyone = np.ones(len(nodes), dtype=bool)
-        recent = []           # (event, seq, published) numbered by the live root during the outage
-        for e, r in enumerate(rounds):
-            if r < F:
-                seq += 1
-                out.append((e, seq, r, r, everyone, 1))
-            elif r < D:
-                if root_dead[t]:
-                    if reliable and not lost[t]:   # the publisher keeps it; at D the new root numbers it next
-                        seq += 1
-                        out.append((e, seq, r, D, everyone, 0))
-                    continue
-                seq += 1
-                out.append((e, seq, r, r, joined, 1))
-                recent.append((e, seq, r))
-            elif not lost[t]:
-                seq += 1
-                out.append((e, seq, r, r, everyone, 1))
-        if reliable and recent:
-            # subscribeHandler at the graft point: its buffer holds the last `buffer` events it received
-            keep = recent[max(0, len(recent) - buffer):] if buffer else []
-            for he, hs, hr in keep:
-                out.append((he, hs, hr, D, ~joined, 0))
-        for e, sq, pr, dr, who, kind in out:
-            k = int(who.sum())
-            if k:
-                rows.append(pd.DataFrame({TOPIC: t, NODE: nodes[who], "event": e, "seq": sq, "published": pr,
-                                          "round": dr, "kind": kind}))
-    cols = [TOPIC, NODE, "event", "seq", "published", "round", "kind"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    log = pd.concat(rows, ignore_index=True)
-    # delivery order: by round; at round D retransmissions (kind 0) come before that round's own event,
-    # in the order they were sent
-    return log.sort_values(["round", "kind", "seq"], kind="stable").reset_index(drop=True)[cols]
 
 
 def phase_of(rounds: np.ndarray, fail_round: int, timeout: int) -> np.ndarray:
@@ -139,19 +88,6 @@ def per_round(log: pd.DataFrame, pub: np.ndarray, subs: pd.DataFrame) -> pd.Data
                          "on_time_fraction": on_time / np.maximum(1, expected)})
 
 
-def choose_failures(p: ScribeRepairParams, roots: np.ndarray, rng: np.random.Generator):
-    """Return (dead mask, publisher per topic): `failed_roots` topics' roots fail, publishers never do."""
-    dead = np.zeros(p.nodes, dtype=bool)
-    dead[roots[rng.choice(p.topics, p.failed_roots, replace=False)]] = True
-    publisher = rng.choice(np.flatnonzero(~dead), p.topics)
-    spare = np.setdiff1d(np.flatnonzero(~dead), publisher)
-    more = round(p.fail_fraction * p.nodes) - int(dead.sum())
-    if more > len(spare):
-        raise RuntimeError(f"cannot fail {more} more nodes besides the {p.topics} publishers")  # config forbids it
-    dead[rng.choice(spare, max(0, more), replace=False)] = True
-    return dead, publisher
-
-
 def run(p: ScribeRepairParams, run: Run) -> None:
     """Build trees, stream events, fail nodes, repair; write repair.csv, rounds.csv, messages.csv, plots."""
     spark = spark_session(run.name)
@@ -160,7 +96,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     rng = np.random.default_rng([p.seed, p.nodes, 7])
-    topics, sub_t, sub_n = multicast.subscriptions(p, rng)
+    topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df, log=run.log)
     roots = trees.roots.toPandas().set_index(TOPIC)[NODE].reindex(range(p.topics)).to_numpy()

@@ -21,8 +21,9 @@ from scribe_spark.cli import Run
 from scribe_spark.config import PastryFailuresParams
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import overlay as ov
-from scribe_spark.pastry.hops import make_ring, shared_network
+from scribe_spark.reference import closest
 from scribe_spark.session import spark_session
+from scribe_spark.workloads.network import make_ring, shared_network
 
 TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
 
@@ -51,7 +52,8 @@ def run(p: PastryFailuresParams, run: Run) -> None:
 
     def lookups(phase: str, current: ov.Overlay, alive: np.ndarray, **route_args) -> pd.DataFrame:
         t0 = time.time()
-        routed = fl.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"), **route_args)
+        routed = closest.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"),
+                                         **route_args)
         run.log(f"{phase}: mean hops {routed.hops.mean():.3f}, correct {routed.correct.mean():.4%}, "
                 f"{routed.timeouts.mean():.3f} timeouts per lookup, {int(routed.rare.sum())} rare-case hops "
                 f"({time.time() - t0:.1f}s)")

@@ -27,7 +27,7 @@ from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Simulation, contiguous_placement
-from scribe_spark.tno.timestamp_size import draw_subscriptions, popularity
+from scribe_spark.workloads.popularity import draw_subscriptions, popularity
 
 
 def precedence_rank(n_topics: int, order: str) -> dict[int, int]:

@@ -17,31 +17,13 @@ from scribe_spark import ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry import overlay as ov
-from scribe_spark.pastry.hops import make_ring, shared_network
 from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, SRC, TOPIC
 from scribe_spark.session import spark_session
-
-
-def group_sizes(p: ScribeParams) -> np.ndarray:
-    """Return each topic's number of subscribers: fixed, or floor(N r^-e + 0.5) for rank r."""
-    if getattr(p, "group_size", 0):
-        return np.full(p.topics, p.group_size, dtype=np.int64)
-    r = np.arange(1, p.topics + 1, dtype=np.float64)
-    return np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5).astype(np.int64), p.min_size, p.nodes)
-
-
-def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
-    """Return (topics, subscription topic array, subscriber array): `group_sizes` distinct random nodes per topic."""
-    names = [f"topic-{r}" for r in range(1, p.topics + 1)]
-    creators = [f"creator-{r % 100}" for r in range(1, p.topics + 1)]
-    topics = tp.create(names, creators, secret=p.seed)
-    sizes = group_sizes(p)
-    sub_topic = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
-    sub_node = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
-    return topics, sub_topic, sub_node
+from scribe_spark.workloads.network import make_ring, shared_network
+from scribe_spark.workloads.scribe_groups import subscriptions
 
 
 def workload(p: ScribeParams, rng: np.random.Generator):

@@ -1,0 +1,48 @@
+"""Arrow helpers shared by the mapInArrow tasks: Spark schema to Arrow, list columns, batches as dicts."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import types as T
+
+
+def list_array(lists: list[np.ndarray]) -> pa.ListArray:
+    """Return a list<int64> Arrow array from numpy arrays."""
+    lens = np.fromiter((len(x) for x in lists), dtype=np.int32, count=len(lists))
+    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.concatenate(lists).astype(np.int64) if offsets[-1] else np.empty(0, dtype=np.int64)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def as_u64(a: pa.Array) -> np.ndarray:
+    """Return an int64 Arrow column as uint64 numpy (the bits of a 64-bit id half)."""
+    return a.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+
+
+def offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (values, offsets) of a list Arrow array as int64 numpy."""
+    offs = a.offsets.to_numpy().astype(np.int64)
+    return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs
+
+
+def pa_type(dt: T.DataType) -> pa.DataType:
+    """Return the Arrow type of a Spark type."""
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", pa_type(dt.elementType), dt.containsNull))
+    return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
+            T.BooleanType(): pa.bool_(), T.StringType(): pa.string()}[dt]
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """Return the Arrow schema of a Spark schema."""
+    return pa.schema([(f.name, pa_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def batch_columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
+    """Yield each non-empty Arrow batch as a {name: column} dict."""
+    for batch in batches:
+        if batch.num_rows:
+            yield {name: batch.column(i) for i, name in enumerate(batch.schema.names)}

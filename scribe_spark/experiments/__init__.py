@@ -1,0 +1,1 @@
+"""One module per job: parameters in, tables and plots out (SPEC experiments)."""

@@ -1,0 +1,31 @@
+"""Routing tables grown by joins against the converged construction's."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from scribe_spark import ids
+from scribe_spark.pastry.kernels import Ring
+
+
+def compare_tables(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> dict:
+    """Compare routing tables grown by joins with the converged construction's (both indexed by id).
+
+    Returns entries (slots the converged construction fills), best (of those, how many hold the
+    same, proximity-best node), invalid (grown entries that break the prefix/digit rule) and
+    best_share = best / entries.
+    """
+    cols = 1 << ring.b
+    best = entries = invalid = 0
+    for node, rt in grown.rt.items():
+        rt, conv = np.asarray(rt), np.asarray(converged.rt[node])
+        slot = np.flatnonzero(rt >= 0)
+        e, r = rt[slot], slot // cols
+        pre = ids.shared_prefix_digits(ring.hi[e], ring.lo[e], np.full(len(e), ring.hi[node]),
+                                       np.full(len(e), ring.lo[node]), ring.b)
+        invalid += int(((pre != r) | (ids.digit(ring.hi[e], ring.lo[e], r, ring.b) != slot % cols)).sum())
+        m = min(len(rt), len(conv))
+        filled = conv[:m] >= 0
+        entries += int(filled.sum())
+        best += int((rt[:m][filled] == conv[:m][filled]).sum())
+    return {"entries": entries, "best": best, "invalid": invalid, "best_share": best / max(1, entries)}

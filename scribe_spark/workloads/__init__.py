@@ -1,0 +1,1 @@
+"""What experiments feed the protocols: rings and networks, popularity laws, subscriptions, failure schedules."""
