@@ -12,6 +12,7 @@ messages per newcomer by kind; wall time of growing.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -31,6 +32,8 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=50_000)
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
+    logging.basicConfig(format="  %(message)s", stream=sys.stderr)
+    logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -47,17 +50,14 @@ def main() -> None:
     hi, lo = ids.random_ids(args.nodes, rng)
     ring = Ring(hi, lo, 4, 16, 32, topology.plane(args.nodes, rng))
     t0 = time.time()
-    grown, counts = joins.grow(spark, ring, args.initial, args.batch, np.random.default_rng(2),
-                               log=lambda m: print(f"  {m}", flush=True))
+    grown, counts = joins.grow(spark, ring, args.initial, args.batch, np.random.default_rng(2))
     t_grow = time.time() - t0
     converged = ov.build_overlay(spark, ring, "proximity", seed=1)
     src = rng.integers(0, ring.n, args.lookups)
     khi, klo = ids.random_ids(args.lookups, rng)
     alive = np.ones(ring.n, dtype=bool)
-    def quiet(m):
-        return None
-    g = closest.checked_lookups(grown, src, khi, klo, alive, log=quiet)
-    c = closest.checked_lookups(converged, src, khi, klo, alive, log=quiet)
+    g = closest.checked_lookups(grown, src, khi, klo, alive)
+    c = closest.checked_lookups(converged, src, khi, klo, alive)
     got = grown.state.toPandas().set_index("id").sort_index()
     want = converged.state.toPandas().set_index("id").sort_index()
     same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import subprocess
@@ -90,7 +91,7 @@ def run_spark(n: int, lookups: int, master: str) -> dict:
     src, dst = _lookups(ring, lookups)
     msgs = ov.messages_frame(spark, src, ring.hi[dst], ring.lo[dst])
     t1 = time.time()
-    routed = ov.route(o, msgs, log=lambda m: print(f"  spark N={n}: {m}", file=sys.stderr, flush=True))
+    routed = ov.route(o, msgs)
     agg = routed.agg({"hops": "sum", "*": "count"}).first()
     t_route = time.time() - t1
     stop.set()
@@ -149,6 +150,8 @@ def main() -> None:
     ap.add_argument("--only", choices=["spark", "reference"])
     ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    logging.basicConfig(format="  %(message)s", stream=sys.stderr)
+    logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     if args.child:
         n = args.nodes[0]
         res = run_spark(n, args.lookups, args.master) if args.child == "spark" else run_reference(n, args.lookups)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -47,8 +48,6 @@ def child(n: int, lookups: int, evlog: str) -> None:
     routers, _ = shared_network(p, p.seed)
     ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
     out = {"n": n, "app": sc.applicationId}
-    def quiet(m):
-        return print(f"  N={n}: {m}", file=sys.stderr, flush=True)
 
     sc.setJobGroup("build", "build")
     t0 = time.time()
@@ -58,7 +57,7 @@ def child(n: int, lookups: int, evlog: str) -> None:
     sc.setJobGroup("route", "route")
     msgs = ov.lookups(spark, ring, lookups, np.random.default_rng([p.seed, n, 1]))
     t0 = time.time()
-    agg = ov.route(overlay, msgs, log=quiet).agg(F.mean("hops").alias("h"), F.count("*").alias("c")).first()
+    agg = ov.route(overlay, msgs).agg(F.mean("hops").alias("h"), F.count("*").alias("c")).first()
     out["route_s"] = time.time() - t0
     out["mean_hops"], out["lookups"] = float(agg["h"]), int(agg["c"])
 
@@ -66,7 +65,7 @@ def child(n: int, lookups: int, evlog: str) -> None:
     topics, sub_topic, sub_node, _ = workload(p, np.random.default_rng([p.seed, n, 2]))
     subs = tr.subscriptions_frame(spark, sub_topic, sub_node)
     t0 = time.time()
-    trees = tr.subscribe(overlay, topics, subs, log=quiet)
+    trees = tr.subscribe(overlay, topics, subs)
     out["edges"] = trees.edges.count()
     out["subscribe_s"] = time.time() - t0
     out["subscriptions"] = int(len(sub_topic))
@@ -161,6 +160,8 @@ def main() -> None:
     ap.add_argument("--child", type=int)
     ap.add_argument("--evlog")
     a = ap.parse_args()
+    logging.basicConfig(format="  %(message)s", stream=sys.stderr)
+    logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     if a.child:
         child(a.child, a.lookups, a.evlog)
         return

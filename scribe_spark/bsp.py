@@ -8,18 +8,23 @@ messages, tree edges, roots, ...). `run` owns everything around it:
   supersteps raises SuperstepBoundExceeded naming the loop and the messages left (never a
   silent drop). A loop that ends by design after a fixed number of rounds passes `rounds`
   and gets the messages left over back;
-- progress: one line per superstep, `<loop> superstep k: M <unit> in flight (t s)`, k from 1;
+- progress: one line per superstep, `<loop> superstep k: M <unit> in flight (t s)`, k from 1,
+  logged at INFO on this module's logger (`quiet()` holds the library's lines back in a block);
 - lineage: the next in-flight frame is locally checkpointed (one cut per superstep);
 - emissions: each name's frames are unioned over all supersteps and materialized once;
 - memory: once the emissions are materialized the loop's in-flight frames are released.
 """
 from __future__ import annotations
 
+import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from pyspark.sql import DataFrame
+
+_log = logging.getLogger(__name__)
 
 
 class SuperstepBoundExceeded(RuntimeError):
@@ -47,7 +52,7 @@ class Outcome:
 Step = Callable[[DataFrame, int, int], Superstep]
 
 
-def run(loop: str, inflight: DataFrame, step: Step, bound: int, log: Callable[[str], None] = print,
+def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         unit: str = "messages", rounds: int | None = None, lazy: tuple[str, ...] = ()) -> Outcome:
     """Run supersteps of `step(inflight, k, n)` (k from 1, n = messages in flight) until none is left.
 
@@ -73,7 +78,7 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int, log: Callable[[s
         inflight = out.inflight.localCheckpoint()
         n = inflight.count()
         held.append(inflight)
-        log(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
+        _log.info(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
     done = {}
     for name, frames in emitted.items():
         union = frames[0]
@@ -91,3 +96,21 @@ def release(frame: DataFrame) -> None:
     plan = frame._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() == "LogicalRDD":
         plan.rdd().unpersist(False)
+
+
+PROTOCOL_LOGGERS = ("scribe_spark.bsp", "scribe_spark.pastry", "scribe_spark.scribe", "scribe_spark.tno",
+                    "scribe_spark.reference")
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Hold back the protocols' progress lines (INFO) inside the block; warnings still show."""
+    loggers = [logging.getLogger(name) for name in PROTOCOL_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)

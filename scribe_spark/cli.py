@@ -51,8 +51,8 @@ class Run:
         self._points: dict[str, Any] = {}
 
     def log(self, msg: str) -> None:
-        """Write one progress line, prefixed with the job name and the seconds since it started."""
-        log.info("[%s %7.1fs] %s", self.name, time.time() - self.t0, msg)
+        """Write one progress line (the handler prefixes the job name and the seconds since it started)."""
+        log.info("%s", msg)
 
     def path(self, name: str) -> Path:
         """Return the path of an output file."""
@@ -282,11 +282,24 @@ class _Stdout(logging.Handler):
             self.handleError(record)
 
 
+_JOB: dict[str, Any] = {}   # the running job's name and start time, for the line prefix
+
+
+class _JobFormatter(logging.Formatter):
+    """Prefix each line of the library (experiments and protocols alike) with `[job  seconds]`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if not _JOB:
+            return msg
+        return f"[{_JOB['name']} {time.time() - _JOB['t0']:7.1f}s] {msg}"
+
+
 def _setup_logging() -> None:
-    """Send the library's log lines to stdout, message only."""
+    """Send the library's INFO lines (logger `scribe_spark` and its children) to stdout."""
     if not log.handlers:
         handler = _Stdout()
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(_JobFormatter())
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
@@ -316,6 +329,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n# digest: {p.digest}\n"
                                      + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
+    _JOB.update(name=name, t0=run.t0)
     if continued is not None:
         run.log(f"continuing the unfinished run from {continued.name} "
                 f"({len(list((tmp / POINTS).glob('*.pkl')))} points done)")

@@ -1,3 +1,4 @@
+import logging
 import os
 import sys
 from pathlib import Path
@@ -56,3 +57,24 @@ def run_quick(name: str, out: Path, *sets: str) -> Path:
         args += ["--set", s]
     assert cli.main(name, args) == 0
     return out / name
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def progress():
+    """The superstep engine's progress lines logged during the test, as a list of strings."""
+    logger = logging.getLogger("scribe_spark.bsp")
+    handler, level = _Lines(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler.lines
+    logger.removeHandler(handler)
+    logger.setLevel(level)

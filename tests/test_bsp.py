@@ -11,14 +11,13 @@ def countdown(inflight, k, n):
                          {"seen": inflight.select("c", F.lit(k).alias("k"))})
 
 
-def test_runs_until_nothing_is_in_flight_and_unions_what_each_step_emits(spark):
-    lines = []
-    out = bsp.run("countdown", spark.createDataFrame([(0,), (2,), (4,)], "c int"), countdown, 10, lines.append)
+def test_runs_until_nothing_is_in_flight_and_unions_what_each_step_emits(spark, progress):
+    out = bsp.run("countdown", spark.createDataFrame([(0,), (2,), (4,)], "c int"), countdown, 10)
     assert out.supersteps == 5 and out.left_count == 0
     seen = sorted(tuple(r) for r in out.emitted["seen"].collect())
     # message 4 is seen at steps 1..5 with 4..0, message 2 at steps 1..3, message 0 at step 1
     assert seen == sorted([(4 - i, i + 1) for i in range(5)] + [(2 - i, i + 1) for i in range(3)] + [(0, 1)])
-    assert [line.split(" (")[0] for line in lines] == [
+    assert [line.split(" (")[0] for line in progress] == [
         "countdown superstep 1: 2 messages in flight", "countdown superstep 2: 2 messages in flight",
         "countdown superstep 3: 1 messages in flight", "countdown superstep 4: 1 messages in flight",
         "countdown superstep 5: 0 messages in flight"]
@@ -27,16 +26,16 @@ def test_runs_until_nothing_is_in_flight_and_unions_what_each_step_emits(spark):
 def test_exceeding_the_bound_raises_naming_the_loop_and_the_messages_left(spark):
     frame = spark.createDataFrame([(9,), (7,)], "c int")
     with pytest.raises(bsp.SuperstepBoundExceeded, match=r"countdown: 2 messages still in flight after 3 supersteps"):
-        bsp.run("countdown", frame, countdown, 3, lambda m: None)
+        bsp.run("countdown", frame, countdown, 3)
 
 
 def test_a_loop_that_stops_by_design_returns_what_is_left(spark):
-    out = bsp.run("countdown", spark.createDataFrame([(1,), (5,)], "c int"), countdown, 2, lambda m: None, rounds=2)
+    out = bsp.run("countdown", spark.createDataFrame([(1,), (5,)], "c int"), countdown, 2, rounds=2)
     assert out.supersteps == 2 and out.left_count == 1 and [r.c for r in out.left.collect()] == [3]
 
 
 def test_nothing_in_flight_runs_no_superstep(spark):
-    out = bsp.run("countdown", spark.createDataFrame([], "c int"), countdown, 3, lambda m: None)
+    out = bsp.run("countdown", spark.createDataFrame([], "c int"), countdown, 3)
     assert out.supersteps == 0 and out.emitted == {}
 
 
@@ -47,7 +46,15 @@ def test_in_flight_frames_are_released_once_emissions_are_materialized(spark):
         return len(sc._jsc.sc().getRDDStorageInfo())
 
     before = cached()
-    out = bsp.run("countdown", spark.createDataFrame([(6,)], "c int"), countdown, 10, lambda m: None)
+    out = bsp.run("countdown", spark.createDataFrame([(6,)], "c int"), countdown, 10)
     # left: the last (empty) in-flight frame and the materialized emissions, not one frame per superstep
     assert out.supersteps == 7 and cached() - before <= 2
     assert out.emitted["seen"].count() == 7
+
+
+def test_quiet_holds_the_progress_lines_back(spark, progress):
+    with bsp.quiet():
+        bsp.run("countdown", spark.createDataFrame([(1,)], "c int"), countdown, 3)
+    assert progress == []
+    bsp.run("countdown", spark.createDataFrame([(1,)], "c int"), countdown, 3)
+    assert len(progress) == 2

@@ -20,7 +20,7 @@ def failed(spark):
     dead = np.zeros(ring.n, dtype=bool)
     dead[rng.choice(ring.n, 90, replace=False)] = True
     overlay = ov.build_overlay(spark, ring, "proximity", seed=1)
-    repaired, counts = fl.repair(overlay, dead, log=lambda m: None)
+    repaired, counts = fl.repair(overlay, dead)
     return ring, dead, overlay, repaired, counts
 
 
@@ -46,7 +46,7 @@ def test_lookups_reach_the_closest_live_node(spark, failed, phase):
     ring, dead, overlay, repaired, _ = failed
     current = fl.without_dead(overlay, dead) if phase == "after_failure" else repaired
     src, khi, klo = _lookups(ring, dead)
-    routed = ov.route(current, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
+    routed = ov.route(current, ov.messages_frame(spark, src, khi, klo))
     routed = routed.toPandas().sort_values("mid")
     assert (routed.dest.to_numpy() == closest.closest_live(ring, ~dead, khi, klo)).all()
     assert not dead[routed.dest].any()
@@ -92,17 +92,17 @@ def test_a_dead_next_hop_times_out_and_the_node_picks_a_live_one_that_makes_prog
 def test_lookups_meeting_unknown_dead_entries_time_out_and_still_arrive(spark, failed):
     ring, dead, overlay, *_ = failed
     src, khi, klo = _lookups(ring, dead)
-    unknown = closest.checked_lookups(overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead)
-    known = closest.checked_lookups(fl.without_dead(overlay, dead), src, khi, klo, ~dead, log=lambda m: None, dead=dead)
+    unknown = closest.checked_lookups(overlay, src, khi, klo, ~dead, dead=dead)
+    known = closest.checked_lookups(fl.without_dead(overlay, dead), src, khi, klo, ~dead, dead=dead)
     assert unknown.correct.all() and known.correct.all()
     assert unknown.timeouts.sum() > 0 and known.timeouts.sum() == 0
 
 
 def test_lazy_repair_repairs_exactly_the_entries_routes_find_dead(spark, failed):
     ring, dead, overlay, *_ = failed
-    lazy = fl.LazyRepair(overlay, dead, log=lambda m: None)
+    lazy = fl.LazyRepair(overlay, dead)
     src, khi, klo = _lookups(ring, dead, 1500, seed=8)
-    passes = [closest.checked_lookups(lazy.overlay, src, khi, klo, ~dead, log=lambda m: None, dead=dead, repair=lazy)
+    passes = [closest.checked_lookups(lazy.overlay, src, khi, klo, ~dead, dead=dead, repair=lazy)
               for _ in range(2)]
     c = lazy.counts
     assert all(r.correct.all() for r in passes)

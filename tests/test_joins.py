@@ -12,7 +12,7 @@ from tests.test_pastry import _ring
 @pytest.fixture(scope="module")
 def grown(spark):
     ring = _ring(500, seed=8)
-    overlay, counts = joins.grow(spark, ring, initial=100, batch=100, rng=np.random.default_rng(9), log=lambda m: None)
+    overlay, counts = joins.grow(spark, ring, initial=100, batch=100, rng=np.random.default_rng(9))
     return ring, overlay, counts
 
 
@@ -21,7 +21,7 @@ def test_grown_overlay_routes_every_lookup_to_the_closest_node(spark, grown):
     rng = np.random.default_rng(10)
     src = rng.integers(0, ring.n, 1500)
     khi, klo = ids.random_ids(1500, rng)
-    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo), log=lambda m: None)
+    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo))
     routed = routed.toPandas().sort_values("mid")
     assert (routed.dest.to_numpy() == closest.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
 

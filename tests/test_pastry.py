@@ -64,7 +64,7 @@ def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, mo
     khi[:e], klo[:e] = ring.hi[:e], ring.lo[:e]
     khi[e:2 * e], klo[e:2 * e] = ring.hi[:e], ring.lo[:e] + np.uint64(1)
     src = rng.integers(0, n, k)
-    routed = ov.route(o, ov.messages_frame(spark, src, khi, klo), log=lambda m: None).toPandas()
+    routed = ov.route(o, ov.messages_frame(spark, src, khi, klo)).toPandas()
     o.unpersist()
     assert len(routed) == k and sorted(routed.mid) == list(range(k))
     ints = _ints(ring)
@@ -121,7 +121,7 @@ def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
     msgs = ov.lookups(spark, ring, 3000, np.random.default_rng(2))
     rel = {}
     for name, o in (("random", rnd), ("proximity", prox)):
-        r = ov.route(o, msgs, log=lambda m: None).toPandas()
+        r = ov.route(o, msgs).toPandas()
         rel[name] = (r.distance / r.direct).mean()
         o.unpersist()
     assert rel["proximity"] < 2.0 < rel["random"]
@@ -156,7 +156,7 @@ def test_same_seed_gives_identical_state_and_routes(spark):
         ring = _ring(800, seed=5)
         o = ov.build_overlay(spark, ring, "proximity", seed=5)
         st = o.state.toPandas().sort_values("id")
-        r = ov.route(o, ov.lookups(spark, ring, 1000, np.random.default_rng(8)), log=lambda m: None)
+        r = ov.route(o, ov.lookups(spark, ring, 1000, np.random.default_rng(8)))
         r = r.toPandas().sort_values("mid").reset_index(drop=True)
         o.unpersist()
         return st, r
@@ -165,12 +165,11 @@ def test_same_seed_gives_identical_state_and_routes(spark):
     assert r1.equals(r2)
 
 
-def test_superstep_progress_is_reported(spark, overlay_1500):
-    lines = []
+def test_superstep_progress_is_reported(spark, overlay_1500, progress):
     msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
-    ov.route(overlay_1500, msgs, log=lines.append)
-    assert lines[0].startswith("route superstep 1: ") and "messages in flight" in lines[0]
-    assert lines[-1].startswith(f"route superstep {len(lines)}: 0 messages in flight")
+    ov.route(overlay_1500, msgs)
+    assert progress[0].startswith("route superstep 1: ") and "messages in flight" in progress[0]
+    assert progress[-1].startswith(f"route superstep {len(progress)}: 0 messages in flight")
 
 
 def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay_1500, monkeypatch):

@@ -30,7 +30,7 @@ def world(spark):
     sub_t = np.repeat(np.arange(25), sizes)
     sub_n = np.concatenate([rng.choice(n, s, replace=False) for s in sizes])
     subs = tr.subscriptions_frame(spark, sub_t, sub_n)
-    trees = tr.subscribe(o, topics, subs, log=lambda m: None)
+    trees = tr.subscribe(o, topics, subs)
     state = {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
     yield dict(ring=ring, overlay=o, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees,
                state=state, routers=routers, rng=rng)
@@ -84,14 +84,14 @@ def test_unsubscribe_prunes_like_sequential_scribe(world, spark):
     for i in leave:
         seq.unsubscribe(int(world["sub_t"][i]), int(world["sub_n"][i]))
     leaving = tr.subscriptions_frame(spark, world["sub_t"][leave], world["sub_n"][leave])
-    after = tr.unsubscribe(world["trees"], world["subs"], leaving, log=lambda m: None)
+    after = tr.unsubscribe(world["trees"], world["subs"], leaving)
     assert _edges(after.edges) == seq.edges()
     assert len(seq.edges()) < len(_edges(world["trees"].edges))
 
 
 def test_delays_depths_and_stress_against_direct_computation(world):
     o, ring, trees = world["overlay"], world["ring"], world["trees"]
-    paths = metrics.tree_paths(o, trees, log=lambda m: None).toPandas()
+    paths = metrics.tree_paths(o, trees).toPandas()
     edges = trees.edges.toPandas()
     parent = {(t, c): p for t, c, p in edges[["topic", "src", "dst"]].itertuples(index=False)}
     roots = trees.roots.toPandas().set_index("topic").node
@@ -101,7 +101,7 @@ def test_delays_depths_and_stress_against_direct_computation(world):
             d += ring.prox.dist(np.array([x]), np.array([parent[(t, x)]]))[0]
             x, k = parent[(t, x)], k + 1
         assert x == roots[t] and depth == k and delay == pytest.approx(d)
-    delay = metrics.delay_penalty(o, trees, metrics.tree_paths(o, trees, log=lambda m: None),
+    delay = metrics.delay_penalty(o, trees, metrics.tree_paths(o, trees),
                                   world["subs"]).toPandas().set_index("topic")
     assert (delay.rmd.dropna() >= 1.0 - 1e-9).all()   # a tree path is never shorter than the direct path
     stress = metrics.node_stress(trees).toPandas().set_index("node")

@@ -26,16 +26,16 @@ def broken(spark):
     sub_t = np.repeat(np.arange(20), sizes)
     sub_n = np.concatenate([rng.choice(ring.n, s, replace=False) for s in sizes])
     subs = tr.subscriptions_frame(spark, sub_t, sub_n)
-    trees = tr.subscribe(overlay, topics, subs, log=lambda m: None)
+    trees = tr.subscribe(overlay, topics, subs)
     roots = trees.roots.toPandas().set_index("topic").node.reindex(range(20)).to_numpy()
     dead = np.zeros(ring.n, dtype=bool)
     dead[roots[[1, 3, 5, 7]]] = True
     dead[rng.choice(ring.n, 100, replace=False)] = True
-    repaired, _ = fl.repair(overlay, dead, log=lambda m: None)
+    repaired, _ = fl.repair(overlay, dead)
     last = spark.createDataFrame(pd.DataFrame({"topic": np.arange(20), "last": np.full(20, 7)}))
     sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                        {t: roots[t] for t in np.flatnonzero(dead[roots])}, 5)
-    fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last), log=lambda m: None)
+    fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last))
     def state(o):
         return {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
     yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots, dead=dead,
@@ -79,7 +79,7 @@ def test_an_application_forward_handler_can_change_and_stop_repair_subscribes(sp
         return m.where(F.col("topic") != stop).withColumn("last", F.greatest("last", F.lit(50)))
     custom = rp.Upcalls(fault=rp.plain_fault, forward=forward, subscribe=rp.retransmissions)
     out = rp.repair_trees(broken["repaired"], broken["topics"], broken["trees"], broken["subs"], broken["dead"],
-                          broken["sets"], upcalls=custom, log=lambda m: None)
+                          broken["sets"], upcalls=custom)
     asked = out.handled.toPandas()
     assert (asked.above == 50).all() and stop not in set(asked.topic)
     def edges(r, keep):

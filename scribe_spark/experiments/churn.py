@@ -26,7 +26,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from scribe_spark import ids, report
+from scribe_spark import bsp, ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import ChurnParams
 from scribe_spark.pastry import failures as fl
@@ -44,7 +44,7 @@ def _lookups(overlay, alive, count, rng):
     """Route lookups from live nodes; the state may still name dead nodes (they time out)."""
     src = rng.choice(np.flatnonzero(alive), count)
     khi, klo = ids.random_ids(count, rng)
-    routed = closest.checked_lookups(overlay, src, khi, klo, alive, log=lambda m: None, dead=~alive)
+    routed = closest.checked_lookups(overlay, src, khi, klo, alive, dead=~alive)
     return float(routed.correct.mean()), float(routed.hops.mean()), float(routed.timeouts.mean())
 
 
@@ -58,6 +58,11 @@ def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[in
 
 def run(p: ChurnParams, run: Run) -> None:
     """Simulate `epochs` epochs of churn; write churn.csv, churn.png and the summary."""
+    with bsp.quiet():   # one line per epoch, not the superstep lines of every lookup, repair and join
+        _churn(p, run)
+
+
+def _churn(p: ChurnParams, run: Run) -> None:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     universe = 2 * p.nodes                        # the first `nodes` start as members, the rest are newcomers
@@ -74,14 +79,11 @@ def run(p: ChurnParams, run: Run) -> None:
     topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
-    trees = tr.subscribe(overlay, topics, subs_df, log=lambda m: None)
+    trees = tr.subscribe(overlay, topics, subs_df)
     run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session {p.mean_session_s:.0f}s, "
             f"epochs of {p.epoch_s:.0f}s")
     lost: set[int] = set()
     rows = []
-
-    def quiet(m: str) -> None:
-        pass
 
     for e in range(p.epochs):
         t0 = time.time()
@@ -98,8 +100,8 @@ def run(p: ChurnParams, run: Run) -> None:
         failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
         leaf_sets = overlay.state.select("id", "leaf").toPandas()
         replica_sets = rp.replicas(ring, leaf_sets, topics, failed_roots, p.replicas)
-        repaired, pcounts = fl.repair(overlay, dead, log=quiet)
-        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets, log=quiet)
+        repaired, pcounts = fl.repair(overlay, dead)
+        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets)
         lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
         overlay.state.unpersist()
         alive[leaving] = False
@@ -110,10 +112,10 @@ def run(p: ChurnParams, run: Run) -> None:
         overlay, handoffs = repaired, 0
         trees = fixed.trees
         if len(xs):
-            overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(alive), xs, log=quiet)
+            overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(alive), xs)
             alive[xs] = True
             ends[xs] = until + rng.exponential(p.mean_session_s, len(xs))
-            trees, handoffs = rp.handoff(overlay, topics, trees, log=quiet)
+            trees, handoffs = rp.handoff(overlay, topics, trees)
         # every root is the live node numerically closest to its topicId (brute force)
         now_roots = trees.roots.toPandas()
         want = closest.closest_live(ring, alive, topics.hi, topics.lo)

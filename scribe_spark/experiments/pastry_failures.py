@@ -52,7 +52,7 @@ def run(p: PastryFailuresParams, run: Run) -> None:
 
     def lookups(phase: str, current: ov.Overlay, alive: np.ndarray, **route_args) -> pd.DataFrame:
         t0 = time.time()
-        routed = closest.checked_lookups(current, src, khi, klo, alive, log=lambda m: run.log(f"{phase}: {m}"),
+        routed = closest.checked_lookups(current, src, khi, klo, alive,
                                          **route_args)
         run.log(f"{phase}: mean hops {routed.hops.mean():.3f}, correct {routed.correct.mean():.4%}, "
                 f"{routed.timeouts.mean():.3f} timeouts per lookup, {int(routed.rare.sum())} rare-case hops "
@@ -62,17 +62,14 @@ def run(p: PastryFailuresParams, run: Run) -> None:
     rows = [_row("before", lookups("before", overlay, np.ones(p.nodes, dtype=bool)), 0, failed),
             _row("after_failure", lookups("after_failure", overlay, ~dead, dead=dead), 0, failed)]
 
-    def quiet(m: str) -> None:
-        run.log(f"repair: {m}")
-
     passes = []
     if p.table_repair == "eager":
-        current, counts = fl.repair(overlay, dead, log=quiet)
+        current, counts = fl.repair(overlay, dead)
         counts["table_met"] = counts["table_holes"]
         routed = lookups("after_repair", current, ~dead, dead=dead)
         rows.append(_row("after_repair", routed, counts["leaf_messages"] + counts["table_messages"], failed))
     else:
-        lazy = fl.LazyRepair(overlay, dead, log=quiet)
+        lazy = fl.LazyRepair(overlay, dead)
         for k in range(1, p.passes + 1):
             before = {c: lazy.counts[c] for c in TABLE_COUNTS[1:]}
             routed = lookups(f"after_repair pass {k}", lazy.overlay, ~dead, dead=dead, repair=lazy)

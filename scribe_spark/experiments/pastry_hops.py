@@ -56,7 +56,7 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
     t_build = time.time() - t0
     msgs = ov.lookups(spark, ring, p.lookups, np.random.default_rng([p.seed, n, 1]))
     t1 = time.time()
-    routed = ov.route(overlay, msgs, log=lambda m: run.log(f"N={n} {mode}: {m}"))
+    routed = ov.route(overlay, msgs)
     agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),
                      F.mean(F.col("distance") / F.col("direct")).alias("rel"),
                      F.sum("rare").alias("rare"), F.count("*").alias("count")).first()

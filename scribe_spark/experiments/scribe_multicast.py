@@ -72,7 +72,7 @@ def run(p: ScribeParams, run: Run) -> None:
             f"{refused_pub} publish requests refused (wrong credentials)")
 
     t0 = time.time()
-    trees = tr.subscribe(overlay, topics, subs, log=run.log)
+    trees = tr.subscribe(overlay, topics, subs)
     n_edges = trees.edges.count()
     t["subscribe_s"] = time.time() - t0
     run.log(f"trees built: {n_edges} edges in {trees.supersteps} supersteps ({t['subscribe_s']:.1f}s)")
@@ -80,13 +80,12 @@ def run(p: ScribeParams, run: Run) -> None:
     t0 = time.time()
     # publish: each topic's publisher (a random node) routes its event to the root ...
     publisher = np.random.default_rng([p.seed, p.nodes, 3]).integers(0, p.nodes, p.topics)
-    to_root = ov.route(overlay, ov.messages_frame(spark, publisher, topics.hi, topics.lo),
-                       log=lambda m: run.log(f"PUBLISH to root: {m}")).toPandas().sort_values("mid")
+    to_root = ov.route(overlay, ov.messages_frame(spark, publisher, topics.hi, topics.lo)).toPandas().sort_values("mid")
     roots = trees.roots.toPandas().set_index(TOPIC).node
     if not (to_root.dest.to_numpy() == roots.reindex(range(p.topics)).to_numpy()).all():
         raise RuntimeError("a PUBLISH routed to a node other than its topic's root")
     # ... and the root sends it down the tree
-    paths = metrics.tree_paths(overlay, trees, log=run.log)
+    paths = metrics.tree_paths(overlay, trees)
     live = published.select(TOPIC)  # only accepted publications are disseminated
     delay = metrics.delay_penalty(overlay, trees, paths.join(live, TOPIC), subs).toPandas().sort_values(TOPIC)
     leg = pd.DataFrame({TOPIC: np.arange(p.topics), "publisher_to_root_ms": to_root.distance.to_numpy(),

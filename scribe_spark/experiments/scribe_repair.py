@@ -98,7 +98,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     rng = np.random.default_rng([p.seed, p.nodes, 7])
     topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
-    trees = tr.subscribe(overlay, topics, subs_df, log=run.log)
+    trees = tr.subscribe(overlay, topics, subs_df)
     roots = trees.roots.toPandas().set_index(TOPIC)[NODE].reindex(range(p.topics)).to_numpy()
     run.log(f"{p.nodes} nodes, {p.topics} topics, {len(sub_t)} subscriptions: trees built ({time.time() - t0:.1f}s)")
 
@@ -108,13 +108,13 @@ def run(p: ScribeRepairParams, run: Run) -> None:
             f"detection after {p.timeout} rounds")
 
     t0 = time.time()
-    repaired, pastry_counts = fl.repair(overlay, dead, log=lambda m: run.log(f"Pastry {m}"))
+    repaired, pastry_counts = fl.repair(overlay, dead)
     last = pd.DataFrame({TOPIC: np.arange(p.topics, dtype=np.int64),
                          "last": pub[:, :p.fail_round].sum(axis=1).astype(np.int64)})
     replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                                {t: roots[t] for t in np.flatnonzero(dead[roots])}, p.replicas)
     fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets,
-                            upcalls=rp.reliable(spark.createDataFrame(last)), log=run.log)
+                            upcalls=rp.reliable(spark.createDataFrame(last)))
     repair_s = time.time() - t0
     asked = fixed.handled.toPandas()     # the subscribeHandler's retransmission requests, one per graft
     if not (asked.above.to_numpy() == last["last"].to_numpy()[asked[TOPIC].to_numpy()]).all():

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from scribe_spark import report
+from scribe_spark import bsp, report
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoOrderingParams
 from scribe_spark.pastry import overlay as ov
@@ -53,14 +53,14 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     # the ENS: Scribe trees for every subscription that exists at any time during the run
     t0 = time.time()
     pairs = [(t, int(client_nodes[c])) for c, ts in everyone.items() for t in ts]
-    trees = tr.subscribe(overlay, topics, tr.subscriptions_frame(spark, [a for a, _ in pairs], [b for _, b in pairs]),
-                         log=run.log)
+    trees = tr.subscribe(overlay, topics, tr.subscriptions_frame(spark, [a for a, _ in pairs], [b for _, b in pairs]))
     edges = trees.edges.toPandas().sort_values(["topic", "src"]).reset_index(drop=True)  # row order drives jitter draws
     roots = dict(zip(*trees.roots.toPandas()[["topic", "node"]].T.values))
     src = np.repeat(client_nodes, p.topics)
     key_t = np.tile(np.arange(p.topics), p.clients)
-    routed = ov.route(overlay, ov.messages_frame(spark, src, topics.hi[key_t], topics.lo[key_t]),
-                      log=lambda m: None).toPandas().sort_values("mid")
+    with bsp.quiet():
+        routed = ov.route(overlay, ov.messages_frame(spark, src, topics.hi[key_t], topics.lo[key_t]))
+        routed = routed.toPandas().sort_values("mid")
     pub_to_root = routed.distance.to_numpy().reshape(p.clients, p.topics)
     edge_delay = ring.prox.dist(edges.src.to_numpy(), edges.dst.to_numpy())
     node_to_client = {int(n): i for i, n in enumerate(client_nodes)}

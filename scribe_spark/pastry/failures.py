@@ -22,6 +22,8 @@ Repair, counting messages:
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Callable, Iterator
 
 import numpy as np
@@ -36,6 +38,8 @@ from scribe_spark import bsp
 from scribe_spark.arrow import arrow_schema, batch_columns, list_array, offsets_values
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay
+
+_log = logging.getLogger(__name__)
 
 
 def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +150,7 @@ def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     return _
 
 
-def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print,
+def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
                      max_rounds: int = 20) -> tuple[DataFrame, int]:
     """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
     spark = overlay.state.sparkSession
@@ -172,7 +176,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray, log: Callable[[str], No
                  .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
         return bsp.Superstep(requests(state))
 
-    bsp.run("leaf-set repair", requests(state), repair, max_rounds, log, unit="requests")
+    bsp.run("leaf-set repair", requests(state), repair, max_rounds, unit="requests")
     return state, messages
 
 
@@ -199,7 +203,7 @@ def _slots(state: DataFrame, width: int) -> DataFrame:
 
 
 def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
-                          log: Callable[[str], None] = print, met: DataFrame | None = None) -> tuple[DataFrame, dict]:
+                          met: DataFrame | None = None) -> tuple[DataFrame, dict]:
     """Replace dead routing-table entries by asking row r (then row r + 1) entries, nearest first.
 
     Repairs every dead entry, or with `met` (id, dead) only the entries where node `id` found
@@ -238,11 +242,9 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
         found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
         return bsp.Superstep(todo.join(found, [ID, "pos"], "left_anti"), {"found": found})
 
-    def quiet(m: str) -> None:
-        pass
-
     # ask row r, then row r + 1: two rounds by design; holes neither fills stay empty
-    out = bsp.run("routing-table repair", holes, ask, 2, log if met is None else quiet, unit="holes", rounds=2)
+    with contextlib.nullcontext() if met is None else bsp.quiet():
+        out = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2)
     fix = out.emitted.get("found", holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
     upd = (holes.join(fix, [ID, "pos"], "left")
            .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
@@ -275,10 +277,10 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()
 
 
-def repair(overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+def repair(overlay: Overlay, dead: np.ndarray) -> tuple[Overlay, dict]:
     """Repair leaf sets then every dead routing-table entry (eager); return the repaired overlay and counts."""
-    state, leaf_msgs = repair_leaf_sets(overlay, dead, log)
-    state, rt = repair_routing_tables(overlay, state, dead, log)
+    state, leaf_msgs = repair_leaf_sets(overlay, dead)
+    state, rt = repair_routing_tables(overlay, state, dead)
     repaired = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
     out = without_dead(repaired, dead)
     return out, {"leaf_messages": leaf_msgs, "table_messages": rt["messages"], "table_holes": rt["holes"],
@@ -296,13 +298,13 @@ class LazyRepair:
     growing as routes run, table_met (entries found dead), table_repaired and table_messages.
     """
 
-    def __init__(self, overlay: Overlay, dead: np.ndarray, log: Callable[[str], None] = print):
-        state, leaf_msgs = repair_leaf_sets(overlay, dead, log)
+    def __init__(self, overlay: Overlay, dead: np.ndarray):
+        state, leaf_msgs = repair_leaf_sets(overlay, dead)
         dead_ids = [int(x) for x in np.flatnonzero(dead)]
         state = state.withColumn("nbr", F.filter("nbr", lambda x: ~x.isin(dead_ids))).localCheckpoint()
         holes = _slots(state, 1 << overlay.ring.b).where(F.col("entry").isin(dead_ids)).count()
         self.overlay = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
-        self.dead, self.log = dead, log
+        self.dead = dead
         self.counts = {"leaf_messages": leaf_msgs, "table_holes": holes, "table_met": 0, "table_repaired": 0,
                        "table_messages": 0}
 
@@ -314,7 +316,7 @@ class LazyRepair:
         self.counts["table_met"] += c["holes"]
         self.counts["table_repaired"] += c["repaired"]
         self.counts["table_messages"] += c["messages"]
-        self.log(f"lazy routing-table repair: {c['holes']} entries found dead, {c['repaired']} replaced, "
+        _log.info(f"lazy routing-table repair: {c['holes']} entries found dead, {c['repaired']} replaced, "
                  f"{c['messages']} messages")
         self.overlay = Overlay(self.overlay.ring, self.overlay.ring_bc, fixed, self.overlay.mode)
         return fixed

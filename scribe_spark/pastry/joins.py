@@ -16,6 +16,7 @@ Every transfer counts as one message.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Iterator
 
 import numpy as np
@@ -31,6 +32,8 @@ from scribe_spark.pastry.failures import leaf_merge_task, leaf_set_layout, state
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
 from scribe_spark.topology import Proximity
+
+_log = logging.getLogger(__name__)
 
 LEAF_EXCHANGE_BOUND = 19   # rounds of leaf-set exchange after a join batch (a batch settles in a few)
 
@@ -142,7 +145,7 @@ def _update_task(ring_bc, absent_bc) -> Callable:
     return _
 
 
-def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) -> DataFrame:
+def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> DataFrame:
     """Route JOIN messages from the contacts to the newcomers' ids; return (x, path)."""
     ring = overlay.ring
     spark = overlay.state.sparkSession
@@ -158,17 +161,16 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray, log) ->
                                      F.concat("path", F.array("next")).alias("path")),
                              {"paths": stepped.where("delivered").select("x", "path")})
 
-    return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16, log).emitted["paths"]
+    return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16).emitted["paths"]
 
 
-def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
-               log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[Overlay, dict]:
     """Join the newcomers `xs` to the overlay of `members`; return the new overlay and message counts."""
     ring = overlay.ring
     spark = overlay.state.sparkSession
     sc = spark.sparkContext
     contacts = ring.prox.nearest(xs, members)
-    paths = _route_paths(overlay, contacts, xs, log).localCheckpoint()
+    paths = _route_paths(overlay, contacts, xs).localCheckpoint()
     state = overlay.state
     missing = np.ones(ring.n, dtype=bool)      # nodes not in the overlay after this batch
     missing[members] = missing[xs] = False
@@ -215,7 +217,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
                  .localCheckpoint())
         return bsp.Superstep(leaf_sets_sent(state))
 
-    bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND, log, unit="leaf-set messages")
+    bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND, unit="leaf-set messages")
     state = state.persist()
     state.count()
     overlay.state.unpersist()
@@ -224,8 +226,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
     return Overlay(ring, overlay.ring_bc, state, "proximity"), counts
 
 
-def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.random.Generator,
-         log: Callable[[str], None] = print) -> tuple[Overlay, dict]:
+def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.random.Generator) -> tuple[Overlay, dict]:
     """Grow an overlay of all ring nodes: `initial` converged members, then joins of `batch` nodes."""
     order = rng.permutation(ring.n)
     members = np.sort(order[:initial])
@@ -233,9 +234,9 @@ def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.rand
     totals: dict = {}
     for s in range(initial, ring.n, batch):
         xs = np.sort(order[s:s + batch])
-        overlay, counts = join_batch(overlay, members, xs, log)
+        overlay, counts = join_batch(overlay, members, xs)
         members = np.sort(np.concatenate([members, xs]))
         for k, v in counts.items():
             totals[k] = totals.get(k, 0) + v
-        log(f"{len(members)} members after joining {len(xs)} ({counts})")
+        _log.info(f"{len(members)} members after joining {len(xs)} ({counts})")
     return overlay, totals

@@ -7,6 +7,7 @@ and broadcast; the per-node state stays distributed.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -22,6 +23,8 @@ from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, 
 from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
+
+_log = logging.getLogger(__name__)
 
 STATE_SCHEMA = T.StructType([
     T.StructField(ID, T.LongType(), False),
@@ -196,7 +199,7 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
     return joined.mapInArrow(_, schema)
 
 
-def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = print,
+def route(overlay: Overlay, messages: DataFrame,
           max_supersteps: int | None = None, dead: np.ndarray | None = None,
           repair: Callable[[DataFrame, DataFrame], DataFrame] | None = None) -> DataFrame:
     """Route all messages to their keys, one hop per superstep; return the delivered messages.
@@ -228,7 +231,7 @@ def route(overlay: Overlay, messages: DataFrame, log: Callable[[str], None] = pr
                              {"delivered": stepped.where("done").drop("done", "prev", "met")})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
-    out = bsp.run("route", start, forward, limit, log).emitted.get("delivered")
+    out = bsp.run("route", start, forward, limit).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
         return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")

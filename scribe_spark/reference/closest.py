@@ -1,7 +1,7 @@
 """Brute force: the numerically closest live node to a key, and lookups checked against it."""
 from __future__ import annotations
 
-from typing import Callable
+import logging
 
 import numpy as np
 import pandas as pd
@@ -9,6 +9,8 @@ import pandas as pd
 from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import Overlay, messages_frame, route
+
+_log = logging.getLogger(__name__)
 
 
 def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray) -> np.ndarray:
@@ -21,11 +23,11 @@ def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray
 
 
 def checked_lookups(overlay: Overlay, src: np.ndarray, khi: np.ndarray, klo: np.ndarray, alive: np.ndarray,
-                    log: Callable[[str], None] = print, **route_args) -> pd.DataFrame:
+                    **route_args) -> pd.DataFrame:
     """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node.
 
     `route_args` go to `overlay.route` (dead, repair)."""
     msgs = messages_frame(overlay.state.sparkSession, src, khi, klo)
-    routed = route(overlay, msgs, log=log, **route_args).toPandas().sort_values("mid")
+    routed = route(overlay, msgs, **route_args).toPandas().sort_values("mid")
     routed["correct"] = routed.dest.to_numpy() == closest_live(overlay.ring, alive, khi, klo)
     return routed

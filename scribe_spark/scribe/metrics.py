@@ -5,6 +5,7 @@ computed inside Spark tasks with the broadcast ring and router tables.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Iterator
 
 import numpy as np
@@ -17,6 +18,8 @@ from pyspark.sql import types as T
 from scribe_spark import bsp, topology
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.trees import NODE, TOPIC, Trees
+
+_log = logging.getLogger(__name__)
 
 
 def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
@@ -32,7 +35,7 @@ def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> 
     return df.mapInArrow(_, schema)
 
 
-def tree_paths(overlay: Overlay, trees: Trees, log: Callable[[str], None] = print) -> DataFrame:
+def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
     edges = with_distance(overlay, trees.edges, SRC, DST, "edge_delay").localCheckpoint()
     roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
@@ -46,7 +49,7 @@ def tree_paths(overlay: Overlay, trees: Trees, log: Callable[[str], None] = prin
 
     # no path in a tree is longer than its edges; more supersteps would mean a cycle
     bound = edges.count() + 1
-    return bsp.run("publish", roots, publish, bound, log, unit="event copies").emitted["paths"]
+    return bsp.run("publish", roots, publish, bound, unit="event copies").emitted["paths"]
 
 
 def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:

@@ -27,6 +27,7 @@ to `repair_trees`. `PLAIN` is Scribe without them; `reliable(last)` is the exten
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,6 +36,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scribe_spark import bsp
 from scribe_spark.columns import AT
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
@@ -42,6 +44,8 @@ from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.topics import Topics
 from scribe_spark.scribe.trees import LAST, NODE, TOPIC, Trees
+
+_log = logging.getLogger(__name__)
 
 
 def plain_fault(orphans: DataFrame) -> DataFrame:
@@ -117,8 +121,7 @@ def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, i
 
 
 def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: DataFrame, dead: np.ndarray,
-                 replica_sets: dict[int, set[int]], upcalls: Upcalls = PLAIN,
-                 log: Callable[[str], None] = print) -> TreeRepair:
+                 replica_sets: dict[int, set[int]], upcalls: Upcalls = PLAIN) -> TreeRepair:
     """Repair every tree after the nodes in `dead` failed; `overlay` is the repaired Pastry overlay.
 
     `replica_sets` maps each topic whose root failed to the nodes that hold its replicated state;
@@ -135,8 +138,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     expired = n0 - edges.count()
     leaving = subscriptions.join(dead_node, NODE, "left_semi")
     live_roots = trees.roots.join(dead_node, NODE, "left_anti")
-    pruned = tr.unsubscribe(Trees(edges, trees.members, live_roots, 0), subscriptions, leaving,
-                            log=lambda m: log(f"expiry: {m}"))
+    pruned = tr.unsubscribe(Trees(edges, trees.members, live_roots, 0), subscriptions, leaving)
     unsubscribes = n0 - expired - pruned.edges.count()
 
     # 2. orphans: live nodes whose parent is dead
@@ -148,11 +150,12 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
                .unionByName(subscriptions.join(dead_node, NODE, "left_anti").select(TOPIC, NODE))
                .distinct().localCheckpoint())
     n_orphans = orphans.count()
-    log(f"{expired} children entries expired, {unsubscribes} UNSUBSCRIBE messages; {n_orphans} orphans re-subscribe")
+    _log.info(f"{expired} children entries expired, {unsubscribes} UNSUBSCRIBE messages; "
+              f"{n_orphans} orphans re-subscribe")
 
     # 3.-4. repair SUBSCRIBEs; roots where they are delivered
-    routed = tr.route_subscribes(overlay, topics, upcalls.fault(orphans), members,
-                                 log=lambda m: log(f"repair {m}"), detect_roots=True, forward=upcalls.forward)
+    routed = tr.route_subscribes(overlay, topics, upcalls.fault(orphans), members, detect_roots=True,
+                                 forward=upcalls.forward)
     grafts = routed.edges.localCheckpoint()
     new_roots = routed.roots.toPandas().sort_values(TOPIC)
     old_roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
@@ -175,8 +178,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
                                                 f"{TOPIC} long, {NODE} long"))).localCheckpoint()
     # the new roots' old parents lose a child whose entry expires: prune again
     n1 = edges.count()
-    final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving,
-                           log=lambda m: log(f"after failover: {m}"))
+    final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)
     unsubscribes += n1 - final.edges.count()
     n_grafts = grafts.count()
     grafted = routed.grafts.localCheckpoint()
@@ -184,7 +186,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
               "subscribe_messages": n_grafts, "grafts": grafted.count(), "repair_supersteps": routed.supersteps,
               "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
               "topics_lost": int((~failover.replicated).sum())}
-    log(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
+    _log.info(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
         f"failovers ({counts['topics_lost']} without the replicated state)")
     handled = upcalls.subscribe(grafted).localCheckpoint() if upcalls.subscribe is not None else None
     return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts, handled)
@@ -198,7 +200,8 @@ def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
     edges = (trees.edges.join(_nodes(spark, dead_ids, SRC), SRC, "left_anti")
              .join(_nodes(spark, dead_ids, DST), DST, "left_anti"))
     roots = trees.roots.join(_nodes(spark, dead_ids, NODE), NODE, "left_anti")
-    paths = tree_paths(overlay, Trees(edges.select(TOPIC, SRC, DST), trees.members, roots, 0), log=lambda m: None)
+    with bsp.quiet():   # a check, not a protocol step
+        paths = tree_paths(overlay, Trees(edges.select(TOPIC, SRC, DST), trees.members, roots, 0))
     return paths.select(TOPIC, NODE).toPandas()
 
 
@@ -208,7 +211,7 @@ def joined(overlay: Overlay, trees: Trees, subs: pd.DataFrame, dead: np.ndarray)
     return pd.MultiIndex.from_frame(subs[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(reach[[TOPIC, NODE]]))
 
 
-def handoff(overlay: Overlay, topics: Topics, trees: Trees, log: Callable[[str], None] = print) -> tuple[Trees, int]:
+def handoff(overlay: Overlay, topics: Topics, trees: Trees) -> tuple[Trees, int]:
     """After joins, a root that is no longer Pastry's destination for its topicId routes SUBSCRIBE on.
 
     The newcomer now numerically closest to the topicId receives it and becomes the root (the
@@ -220,7 +223,7 @@ def handoff(overlay: Overlay, topics: Topics, trees: Trees, log: Callable[[str],
     n = moved.count()
     if n == 0:
         return trees, 0
-    routed = tr.route_subscribes(overlay, topics, moved, trees.members, log=lambda m: log(f"root handoff {m}"),
+    routed = tr.route_subscribes(overlay, topics, moved, trees.members,
                                  detect_roots=True)
     new_roots = routed.roots.localCheckpoint()
     edges = (trees.edges.unionByName(routed.edges.select(TOPIC, SRC, DST))

@@ -10,6 +10,7 @@ superstep collapse into one. At the root (Pastry delivers there) the message end
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +25,8 @@ from scribe_spark.columns import AT, LAST, NODE, TOPIC
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.topics import Topics
+
+_log = logging.getLogger(__name__)
 
 SUBSCRIPTION_SCHEMA = T.StructType([T.StructField(TOPIC, T.LongType(), False),
                                     T.StructField(NODE, T.LongType(), False)])
@@ -52,11 +55,10 @@ def subscriptions_frame(spark: SparkSession, topic: np.ndarray, node: np.ndarray
     return spark.createDataFrame(pdf, SUBSCRIPTION_SCHEMA)
 
 
-def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,
-              log: Callable[[str], None] = print, max_supersteps: int | None = None) -> Trees:
+def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame, max_supersteps: int | None = None) -> Trees:
     """Route every SUBSCRIBE at once and return the resulting trees."""
     senders = subscriptions.select(TOPIC, NODE, F.lit(None).cast("long").alias(LAST))
-    r = route_subscribes(overlay, topics, senders, None, log, max_supersteps)
+    r = route_subscribes(overlay, topics, senders, None, max_supersteps)
     return Trees(r.edges.select(TOPIC, SRC, DST).localCheckpoint(), r.members, r.roots, r.supersteps)
 
 
@@ -72,7 +74,7 @@ class Routed:
 
 
 def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, members: DataFrame | None,
-                     log: Callable[[str], None] = print, max_supersteps: int | None = None,
+                     max_supersteps: int | None = None,
                      detect_roots: bool = False, forward: Callable[[DataFrame], DataFrame] | None = None) -> Routed:
     """Route SUBSCRIBE(topic) from every sender (topic, node, last) through forward upcalls.
 
@@ -123,7 +125,7 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
                              .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST), out)
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
-    done = bsp.run("subscribe", start, subscribe, limit, log, unit="SUBSCRIBE messages", lazy=("grafts",))
+    done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",))
     e = done.emitted
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
@@ -135,8 +137,7 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
                   e.get("grafts", empty))
 
 
-def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame,
-                log: Callable[[str], None] = print) -> Trees:
+def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> Trees:
     """Remove `leaving` subscriptions and prune, superstep by superstep, as Scribe does.
 
     A node that is not a subscriber, not the root, and has an empty children table sends
@@ -159,7 +160,7 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame,
         return bsp.Superstep(pruned(edges))
 
     # every superstep removes at least one edge
-    k = bsp.run("unsubscribe", pruned(edges), prune, trees.edges.count() + 1, log,
+    k = bsp.run("unsubscribe", pruned(edges), prune, trees.edges.count() + 1,
                 unit="UNSUBSCRIBE messages").supersteps
     in_tree = (edges.select(TOPIC, F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
                .unionByName(staying.select(TOPIC, NODE)).unionByName(trees.roots).distinct())
