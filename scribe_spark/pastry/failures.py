@@ -312,7 +312,7 @@ class LazyRepair:
         """Repair the entries in `met` (id, dead) of `state`; return the new state."""
         if met.isEmpty():
             return state
-        fixed, c = repair_routing_tables(self.overlay, state, self.dead, self.log, met)
+        fixed, c = repair_routing_tables(self.overlay, state, self.dead, met=met)
         self.counts["table_met"] += c["holes"]
         self.counts["table_repaired"] += c["repaired"]
         self.counts["table_messages"] += c["messages"]
