@@ -22,7 +22,7 @@ def as_u64(a: pa.Array) -> np.ndarray:
     return a.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
 
 
-def offsets_values(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+def values_offsets(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """Return (values, offsets) of a list Arrow array as int64 numpy."""
     offs = a.offsets.to_numpy().astype(np.int64)
     return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs

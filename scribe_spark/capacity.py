@@ -10,9 +10,17 @@ import math
 import os
 from typing import Any
 
-from scribe_spark.config import ConfigError
-
-GiB = 1 << 30
+from scribe_spark.config import (
+    ChurnParams,
+    ConfigError,
+    OverlayParams,
+    PastryFailuresParams,
+    PastryHopsParams,
+    TnoOrderingParams,
+    TnoSequencerParams,
+    TnoSizeParams,
+    TopologyParams,
+)
 
 
 def machine_bytes() -> int:
@@ -30,7 +38,7 @@ def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
     return nodes * (64 + 8 * entries)
 
 
-def router_bytes(topology: Any) -> int:
+def router_bytes(topology: TopologyParams) -> int:
     """Lower bound of the bytes of the transit-stub all-pairs delays and next hops (computed in float64)."""
     return topology.routers ** 2 * 20
 
@@ -46,25 +54,22 @@ def _human(n: float) -> str:
 def needs(p: Any) -> list[tuple[str, int, str]]:
     """Return (key, bytes, what) for the parts of a run that grow with its parameters."""
     out = []
-    if hasattr(p, "nodes"):
-        nodes = max(p.nodes) if isinstance(p.nodes, tuple) else p.nodes
-        if type(p).__name__ == "ChurnParams":
-            nodes *= 2   # members and newcomers
+    if isinstance(p, OverlayParams):
+        nodes = p.peak_nodes()
         out.append(("nodes", node_bytes(nodes, p.b, p.leaf_set, p.neighborhood),
                     f"{nodes:,} nodes' ids and Pastry state"))
-        uses_routers = getattr(p, "proximity", "transit-stub") == "transit-stub"
-        if uses_routers and hasattr(p, "topology"):
+        if p.proximity == "transit-stub":
             out.append(("topology", router_bytes(p.topology),
                         f"all-pairs delays of {p.topology.routers:,} routers"))
-    if hasattr(p, "lookups"):
+    if isinstance(p, (PastryHopsParams, PastryFailuresParams, ChurnParams)):
         out.append(("lookups", p.lookups * 48, f"{p.lookups:,} lookups"))
-    if hasattr(p, "clients") and hasattr(p, "topics_per_client"):
+    if isinstance(p, (TnoSizeParams, TnoOrderingParams, TnoSequencerParams)):
         k = max(p.topics_per_client) if isinstance(p.topics_per_client, tuple) else p.topics_per_client
         out.append(("clients", p.clients * k * 16, f"{p.clients * k:,} subscriptions"))
-    if hasattr(p, "rates"):
+    if isinstance(p, TnoSequencerParams):
         events = max(p.rates) * p.duration_s
         out.append(("rates", int(events * 512), f"{events:,.0f} simulated events"))
-    if hasattr(p, "events"):
+    if isinstance(p, TnoOrderingParams):
         out.append(("events", p.events * 512, f"{p.events:,} simulated events"))
     return out
 

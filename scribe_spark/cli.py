@@ -84,7 +84,6 @@ class Plan:
     params: Any
     conf: Path
     out_root: Path
-    out_given: bool
     resume: bool
     digest: str
     argv: tuple[str, ...]
@@ -142,7 +141,7 @@ def plan(name: str, argv: list[str]) -> Plan:
         raise UsageError("--resume needs --out DIR, the output root of the run to continue")
     else:
         out_root = project_root() / "data" / "out" / datetime.now().strftime("%Y%m%d-%H%M%S")
-    p = Plan(job, params, conf.resolve(), out_root, bool(args.out), args.resume, digest(name, params), tuple(argv))
+    p = Plan(job, params, conf.resolve(), out_root, args.resume, digest(name, params), tuple(argv))
     if p.resume:
         _resumable(p)   # refuses an unfinished run with other parameters or one still running
     return p

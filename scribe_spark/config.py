@@ -53,6 +53,11 @@ class OverlayParams:
     seed: int = 1
     topology: TopologyParams = field(default_factory=TopologyParams)
 
+    def peak_nodes(self) -> int:
+        """The most Pastry nodes (ids and state) the run holds at once; every job's parameters have `nodes`."""
+        nodes = self.nodes   # type: ignore[attr-defined]
+        return max(nodes) if isinstance(nodes, tuple) else nodes
+
     def validate_overlay(self, nodes: int) -> None:
         """Check the Pastry keys and the proximity model for an overlay of up to `nodes` nodes."""
         _require(1 <= self.b <= 8 and 128 % self.b == 0, "b", "must be in 1..8 and divide 128", self.b)
@@ -339,4 +344,8 @@ class ChurnParams(TopicWorkload, AnyProximity):
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_topics(self.nodes)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
-        self.validate_overlay(2 * self.nodes)   # members and newcomers
+        self.validate_overlay(self.peak_nodes())
+
+    def peak_nodes(self) -> int:
+        """Members and the pool of newcomers."""
+        return 2 * self.nodes

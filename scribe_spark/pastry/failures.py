@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, batch_columns, list_array, offsets_values
+from scribe_spark.arrow import arrow_schema, batch_columns, list_array, values_offsets
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay
 
@@ -82,13 +82,13 @@ def _clean_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
         n_live = int((~dead).sum())
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = offsets_values(col["leaf"])
-            rv, ro = offsets_values(col["rt"])
-            nv, no = offsets_values(col["nbr"])
+            lv, lof = values_offsets(col["leaf"])
+            rv, ro = values_offsets(col["rt"])
+            nv, no = values_offsets(col["nbr"])
             rv = np.where((rv >= 0) & dead[np.maximum(rv, 0)], -1, rv)
             leaf, rt, nbr = [], [], []
             for i, m in enumerate(me):
-                own = lv[lo[i]:lo[i + 1]]
+                own = lv[lof[i]:lof[i + 1]]
                 leaf.append(leaf_set_layout(ring, m, own[~dead[own]], n_live))
                 rt.append(rv[ro[i]:ro[i + 1]])
                 x = nv[no[i]:no[i + 1]]
@@ -115,10 +115,10 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
         n_live, half = int((~dead).sum()), ring.leaf_set // 2
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = offsets_values(col["leaf"])
+            lv, lof = values_offsets(col["leaf"])
             out_me, out_c = [], []
             for i, m in enumerate(me):
-                leaf = lv[lo[i]:lo[i + 1]]
+                leaf = lv[lof[i]:lof[i + 1]]
                 if n_live - 1 <= ring.leaf_set or len(leaf) < ring.leaf_set:
                     continue
                 # the layout: L/2 smaller then L/2 larger, nearest first (padding repeats the farthest)
@@ -140,11 +140,11 @@ def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
         n_live = int((~dead).sum())
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = offsets_values(col["leaf"])
-            cv, co = offsets_values(col["cand"])
+            lv, lof = values_offsets(col["leaf"])
+            cv, co = values_offsets(col["cand"])
             out = []
             for i, m in enumerate(me):
-                cand = np.concatenate([lv[lo[i]:lo[i + 1]], cv[co[i]:co[i + 1]]])
+                cand = np.concatenate([lv[lof[i]:lof[i + 1]], cv[co[i]:co[i + 1]]])
                 out.append(leaf_set_layout(ring, m, cand[~dead[cand]], n_live))
             yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(out)], schema=schema)
     return _
@@ -268,10 +268,10 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
         u_id, u_pos, u_entry = upd_bc.value
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            rv, ro = offsets_values(col["rt"])
-            lo, hi = np.searchsorted(u_id, me), np.searchsorted(u_id, me, side="right")
-            for i in np.flatnonzero(hi > lo):
-                rv[ro[i] + u_pos[lo[i]:hi[i]]] = u_entry[lo[i]:hi[i]]
+            rv, ro = values_offsets(col["rt"])
+            first, end = np.searchsorted(u_id, me), np.searchsorted(u_id, me, side="right")
+            for i in np.flatnonzero(end > first):
+                rv[ro[i] + u_pos[first[i]:end[i]]] = u_entry[first[i]:end[i]]
             rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv))
             yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]], schema=arrow_schema(STATE_SCHEMA))
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp, ids
-from scribe_spark.arrow import batch_columns, offsets_values
+from scribe_spark.arrow import batch_columns, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import leaf_merge_task, leaf_set_layout, state_batch
@@ -85,7 +85,7 @@ def _newcomer_task(ring_bc, absent_bc) -> Callable:
         cols = 1 << ring.b
         for col in batch_columns(batches):
             xs = col["x"].to_numpy().astype(np.int64)
-            path_v, path_o = offsets_values(col["path"])
+            path_v, path_o = values_offsets(col["path"])
             rts = col["rts"].to_pylist()
             last_leaf = col["last_leaf"].to_pylist()
             a_nbr = col["a_nbr"].to_pylist()
@@ -119,14 +119,14 @@ def _update_task(ring_bc, absent_bc) -> Callable:
         ring, n_members = ring_bc.value, int((~absent_bc.value).sum())   # members after this batch
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
-            lv, lo = offsets_values(col["leaf"])
-            rv, ro = offsets_values(col["rt"])
-            nv, no = offsets_values(col["nbr"])
+            lv, lof = values_offsets(col["leaf"])
+            rv, ro = values_offsets(col["rt"])
+            nv, no = values_offsets(col["nbr"])
             news = col["news"].to_pylist()
             leaf, rt, nbr = [], [], []
             for i, m in enumerate(me):
                 new = np.asarray(news[i], dtype=np.int64)
-                leaf.append(leaf_set_layout(ring, m, np.concatenate([lv[lo[i]:lo[i + 1]], new]), n_members))
+                leaf.append(leaf_set_layout(ring, m, np.concatenate([lv[lof[i]:lof[i + 1]], new]), n_members))
                 table = rv[ro[i]:ro[i + 1]].copy()
                 slot = _entry_of(ring, m, new)
                 if len(slot) and slot.max() >= len(table):   # a newcomer opens a new row

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, offsets_values
+from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, values_offsets
 from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
@@ -144,8 +144,8 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
     entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts.
     """
     at = col[AT].to_numpy().astype(np.int64)
-    args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *offsets_values(col["leaf"]),
-            *offsets_values(col["rt"]), *offsets_values(col["nbr"]))
+    args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *values_offsets(col["leaf"]),
+            *values_offsets(col["rt"]), *values_offsets(col["nbr"]))
     if dead is not None:
         return (at, *kernels.route_step_timeouts(*args, dead))
     nxt, rule = kernels.route_step(*args)

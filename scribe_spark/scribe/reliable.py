@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.columns import NODE, TOPIC
 
 
 def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost: np.ndarray,
@@ -12,9 +12,9 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
     """Return the delivery log (topic, node, event, seq, published, round), in delivery order.
 
     pub[t, r]: topic t publishes in round r. subs: (topic, node, joined) for the live
-    subscribers; `joined` = still joined to a live root during the outage [F, D).
+    subscribers; `joined` = still joined to a live root during the outage [fail, back).
     """
-    F, D = fail_round, fail_round + timeout
+    fail, back = fail_round, fail_round + timeout
     rows = []
     for t in range(pub.shape[0]):
         rounds = np.flatnonzero(pub[t])
@@ -26,14 +26,14 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
         everyone = np.ones(len(nodes), dtype=bool)
         recent = []           # (event, seq, published) numbered by the live root during the outage
         for e, r in enumerate(rounds):
-            if r < F:
+            if r < fail:
                 seq += 1
                 out.append((e, seq, r, r, everyone, 1))
-            elif r < D:
+            elif r < back:
                 if root_dead[t]:
-                    if reliable and not lost[t]:   # the publisher keeps it; at D the new root numbers it next
+                    if reliable and not lost[t]:   # the publisher keeps it; at `back` the new root numbers it next
                         seq += 1
-                        out.append((e, seq, r, D, everyone, 0))
+                        out.append((e, seq, r, back, everyone, 0))
                     continue
                 seq += 1
                 out.append((e, seq, r, r, joined, 1))
@@ -45,7 +45,7 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
             # subscribeHandler at the graft point: its buffer holds the last `buffer` events it received
             keep = recent[max(0, len(recent) - buffer):] if buffer else []
             for he, hs, hr in keep:
-                out.append((he, hs, hr, D, ~joined, 0))
+                out.append((he, hs, hr, back, ~joined, 0))
         for e, sq, pr, dr, who, kind in out:
             k = int(who.sum())
             if k:
@@ -55,6 +55,6 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
     if not rows:
         return pd.DataFrame(columns=cols)
     log = pd.concat(rows, ignore_index=True)
-    # delivery order: by round; at round D retransmissions (kind 0) come before that round's own event,
+    # delivery order: by round; at round `back` retransmissions (kind 0) come before that round's own event,
     # in the order they were sent
     return log.sort_values(["round", "kind", "seq"], kind="stable").reset_index(drop=True)[cols]

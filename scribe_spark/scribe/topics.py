@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scribe_spark import ids
-
 
 def topic_id(name: str, creator: str) -> tuple[int, int]:
     """Return the 128-bit topicId (hi, lo): the first 128 bits of SHA-1(name || creator)."""
@@ -43,12 +41,3 @@ def create(names: list[str], creators: list[str], secret: int) -> Topics:
     if len(set(pairs)) != len(pairs):
         raise ValueError("two topics have the same topicId (same name and creator)")
     return Topics(list(names), list(creators), hi, lo, [credential(n, c, secret) for n, c in zip(names, creators)])
-
-
-def rendezvous(ring, topics: Topics) -> np.ndarray:
-    """Return the root of each topic: the live node numerically closest to its topicId."""
-    j = ids.searchsorted(ring.shi, ring.slo, topics.hi, topics.lo)
-    a = ring.order[j % ring.n]
-    b = ring.order[(j - 1) % ring.n]
-    a_closer = ids.closer(ring.hi[a], ring.lo[a], ring.hi[b], ring.lo[b], topics.hi, topics.lo)
-    return np.where(a_closer, a, b)

@@ -102,11 +102,3 @@ class Sequencer:
             self.tm[t].stamp_first(ts)
         elif any(t in self.groups[o] for o in own):
             self.tm[t].stamp_pass(ts)
-
-    def stamp(self, topic: int) -> dict[int, int]:
-        """Run a whole event chain at once (when the TMs' message timing does not matter)."""
-        ts: dict[int, int] = {}
-        chain = self.chain(topic)
-        for i in range(len(chain)):
-            self.stage(chain, i, {topic}, ts, subscription=False)
-        return ts

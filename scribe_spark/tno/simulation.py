@@ -50,7 +50,6 @@ class Stats:
     latency: list = field(default_factory=list)          # timestamp latency per event (ms)
     completed_at: list = field(default_factory=list)
     bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
-    messages: int = 0
     lost: int = 0
 
 
@@ -86,7 +85,6 @@ class Simulation:
 
     def _send(self, t: float, src: tuple, dst: tuple, size: int) -> float:
         """Arrival time of a message on the FIFO link src -> dst (('c', id) or ('s', id))."""
-        self.stats.messages += 1
         if src == dst:
             return t      # inside one server: no delay, and sends leave in processing order
         ra = self.place.client_region[src[1]] if src[0] == "c" else self.place.server_region[src[1]]
