@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")   # pyspark.testing imports pandas-on-Spark
 
-from scribe_spark import report  # noqa: E402
+from tests.helpers import ROOT  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -42,21 +42,6 @@ def tiny(spark, tmp_path_factory):
             done[name] = root / name
         return done[name]
     return get
-
-
-def tables(folder: Path) -> dict[str, bytes]:
-    """Every table of a run except wall-clock timings, as bytes to compare exactly."""
-    return report.comparable_tables(folder)
-
-
-def run_quick(name: str, out: Path, *sets: str) -> Path:
-    """Run job `name` in this process on conf/quick/<name>.toml plus `key=value` overrides; return its folder."""
-    from scribe_spark import cli
-    args = ["--conf", str(ROOT / "conf" / "quick" / f"{name}.toml"), "--out", str(out)]
-    for s in sets:
-        args += ["--set", s]
-    assert cli.main(name, args) == 0
-    return out / name
 
 
 class _Lines(logging.Handler):

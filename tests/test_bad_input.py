@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from scribe_spark import cli
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def _files(tmp):

@@ -1,8 +1,10 @@
 """The superstep engine: termination, bounds, progress lines, emissions and released frames."""
 import pytest
 from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
 
 from scribe_spark import bsp
+from scribe_spark.scribe import trees as tr
 
 
 def countdown(inflight, k, n):
@@ -14,9 +16,9 @@ def countdown(inflight, k, n):
 def test_runs_until_nothing_is_in_flight_and_unions_what_each_step_emits(spark, progress):
     out = bsp.run("countdown", spark.createDataFrame([(0,), (2,), (4,)], "c int"), countdown, 10)
     assert out.supersteps == 5 and out.left_count == 0
-    seen = sorted(tuple(r) for r in out.emitted["seen"].collect())
     # message 4 is seen at steps 1..5 with 4..0, message 2 at steps 1..3, message 0 at step 1
-    assert seen == sorted([(4 - i, i + 1) for i in range(5)] + [(2 - i, i + 1) for i in range(3)] + [(0, 1)])
+    seen = [(4 - i, i + 1) for i in range(5)] + [(2 - i, i + 1) for i in range(3)] + [(0, 1)]
+    assertDataFrameEqual(out.emitted["seen"], spark.createDataFrame(seen, "c int, k int"))
     assert [line.split(" (")[0] for line in progress] == [
         "countdown superstep 1: 2 messages in flight", "countdown superstep 2: 2 messages in flight",
         "countdown superstep 3: 1 messages in flight", "countdown superstep 4: 1 messages in flight",
@@ -31,7 +33,8 @@ def test_exceeding_the_bound_raises_naming_the_loop_and_the_messages_left(spark)
 
 def test_a_loop_that_stops_by_design_returns_what_is_left(spark):
     out = bsp.run("countdown", spark.createDataFrame([(1,), (5,)], "c int"), countdown, 2, rounds=2)
-    assert out.supersteps == 2 and out.left_count == 1 and [r.c for r in out.left.collect()] == [3]
+    assert out.supersteps == 2 and out.left_count == 1
+    assertDataFrameEqual(out.left, spark.createDataFrame([(3,)], "c int"))
 
 
 def test_nothing_in_flight_runs_no_superstep(spark):
@@ -58,3 +61,18 @@ def test_quiet_holds_the_progress_lines_back(spark, progress):
     assert progress == []
     bsp.run("countdown", spark.createDataFrame([(1,)], "c int"), countdown, 3)
     assert len(progress) == 2
+
+
+def test_unsubscribe_step_prunes_a_hand_built_tree_one_level_per_superstep(spark, progress):
+    """Root 1; 2 forwards for subscribers 3 and 4; 5 subscribes directly. 3 and 4 leave."""
+    edges = spark.createDataFrame([(0, 2, 1), (0, 3, 2), (0, 4, 2), (0, 5, 1)], "topic long, src long, dst long")
+    subs = spark.createDataFrame([(0, 3), (0, 4), (0, 5)], "topic long, node long")
+    roots = spark.createDataFrame([(0, 1)], "topic long, node long")
+    trees = tr.Trees(edges, spark.createDataFrame([(0, n) for n in range(1, 6)], "topic long, node long"), roots, 2)
+    after = tr.unsubscribe(trees, subs, spark.createDataFrame([(0, 3), (0, 4)], "topic long, node long"))
+    # superstep 1: 3 and 4 unsubscribe from 2; superstep 2: 2, childless and no subscriber, unsubscribes from 1
+    assert after.supersteps == 2
+    assert [line.split(" (")[0] for line in progress] == ["unsubscribe superstep 1: 1 UNSUBSCRIBE messages in flight",
+                                                          "unsubscribe superstep 2: 0 UNSUBSCRIBE messages in flight"]
+    assertDataFrameEqual(after.edges, spark.createDataFrame([(0, 5, 1)], "topic long, src long, dst long"))
+    assertDataFrameEqual(after.members, spark.createDataFrame([(0, 1), (0, 5)], "topic long, node long"))

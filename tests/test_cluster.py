@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from scribe_spark import cli
-from tests.conftest import ROOT, tables
+from tests.helpers import ROOT, tables
 
 
 def _free_port() -> int:

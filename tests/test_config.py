@@ -5,9 +5,9 @@ import tomllib
 
 import pytest
 
-from scribe_spark import config, loader
+from scribe_spark import loader
 from scribe_spark.config import ConfigError, PastryHopsParams
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def _load(tmp_path, text, overrides=()):
@@ -98,14 +98,26 @@ def test_bad_scribe_workloads_name_the_key(overrides, key):
         loader.load(ScribeParams, ROOT / "conf" / "scribe_multicast.toml", overrides)
 
 
-def test_every_shipped_config_loads():
-    from scribe_spark.config import ScribeParams, TnoOrderingParams, TnoSequencerParams, TnoSizeParams
-    classes = {"pastry_hops": PastryHopsParams, "scribe_multicast": ScribeParams, "scribe_small_groups": ScribeParams,
-               "tno_timestamp_size": TnoSizeParams, "tno_ordering": TnoOrderingParams,
-               "tno_sequencer": TnoSequencerParams, "pastry_failures": config.PastryFailuresParams,
-               "scribe_repair": config.ScribeRepairParams, "churn": config.ChurnParams}
-    for f in sorted((ROOT / "conf").rglob("*.toml")):
-        assert loader.load(classes[f.stem], f) is not None, f
+def test_every_shipped_config_loads_and_means_what_it_says(tmp_path):
+    """Each file under conf/ loads as its job's parameters, with every key it sets taking effect."""
+    from scribe_spark import registry
+    files = sorted((ROOT / "conf").rglob("*.toml"))
+    assert {f.stem for f in files} == set(registry.JOBS)
+    for f in files:
+        cls = registry.JOBS[f.stem].params
+        p = loader.load(cls, f)
+        assert type(p) is cls, f
+        written = tmp_path / f"{f.parent.name}-{f.name}"
+        written.write_text(loader.to_toml(p))
+        assert loader.load(cls, written) == p, f              # what a run saves reloads to the same run
+        raw = tomllib.loads(f.read_text())
+        for key, value in raw.items():                        # no key silently ignored or changed
+            got = getattr(p, key)
+            if isinstance(value, dict):
+                assert all(getattr(got, k) == (tuple(v) if isinstance(v, list) else v)
+                           for k, v in value.items()), (f, key)
+            else:
+                assert got == (tuple(value) if isinstance(value, list) else value), (f, key)
 
 
 @pytest.mark.parametrize("overrides, key", [

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scribe_spark.registry import JOBS
-from tests.conftest import ROOT, tables
+from tests.helpers import ROOT, tables
 
 # the two that once differed between layouts, and one whose tables are all floating point
 CHECKED = ["scribe_repair", "tno_ordering", "tno_sequencer"]

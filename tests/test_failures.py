@@ -9,13 +9,13 @@ from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference import closest
-from tests.test_pastry import _closest_brute, _ints, _ring
+from tests.helpers import closest_brute, node_ints, small_ring
 
 
 @pytest.fixture(scope="module")
 def failed(spark):
     """600 nodes (b=2, |L|=8), 15% failed; the converged overlay and the repaired one."""
-    ring = _ring(600, b=2, leaf=8, nbr=8, seed=4)
+    ring = small_ring(600, b=2, leaf=8, nbr=8, seed=4)
     rng = np.random.default_rng(5)
     dead = np.zeros(ring.n, dtype=bool)
     dead[rng.choice(ring.n, 90, replace=False)] = True
@@ -34,10 +34,10 @@ def _lookups(ring, dead, count=400, seed=6):
 def test_closest_live_matches_brute_force(failed):
     ring, dead, *_ = failed
     _, khi, klo = _lookups(ring, dead, 200)
-    ints = _ints(ring)
+    ints = node_ints(ring)
     live = np.flatnonzero(~dead)
     live_ints = [ints[i] for i in live]
-    want = [live[_closest_brute(live_ints, (int(h) << 64) | int(l))] for h, l in zip(khi, klo)]
+    want = [live[closest_brute(live_ints, (int(h) << 64) | int(l))] for h, l in zip(khi, klo)]
     assert (closest.closest_live(ring, ~dead, khi, klo) == want).all()
 
 
@@ -61,7 +61,7 @@ def test_forget_leaf_keeps_the_layout_and_the_farthest_believed_alive():
 
 
 def test_a_dead_next_hop_times_out_and_the_node_picks_a_live_one_that_makes_progress():
-    ring = _ring(300, b=2, leaf=8, nbr=8, seed=9)
+    ring = small_ring(300, b=2, leaf=8, nbr=8, seed=9)
     nodes = np.arange(ring.n)
     state = [kernels.leaf_sets(ring, nodes), kernels.routing_tables(ring, nodes, "proximity", 1),
              kernels.neighborhood_sets(ring, nodes)]

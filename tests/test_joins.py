@@ -6,12 +6,12 @@ from scribe_spark import ids
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables
-from tests.test_pastry import _ring
+from tests.helpers import small_ring
 
 
 @pytest.fixture(scope="module")
 def grown(spark):
-    ring = _ring(500, seed=8)
+    ring = small_ring(500, seed=8)
     overlay, counts = joins.grow(spark, ring, initial=100, batch=100, rng=np.random.default_rng(9))
     return ring, overlay, counts
 

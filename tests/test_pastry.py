@@ -4,43 +4,16 @@ import math
 import numpy as np
 import pytest
 
-from scribe_spark import ids, topology
+from scribe_spark import ids
 from scribe_spark.pastry import overlay as ov
-from scribe_spark.pastry.kernels import Ring
+from tests.helpers import closest_brute, node_ints, small_ring
 
 M = 1 << 128
 
 
-def _ring(n, b=4, model="plane", seed=1, leaf=16, nbr=32):
-    rng = np.random.default_rng(seed)
-    hi, lo = ids.random_ids(n, rng)
-    if model == "plane":
-        prox = topology.plane(n, rng)
-    elif model == "sphere":
-        prox = topology.sphere(n, rng)
-    elif model == "matrix":   # a latency file: symmetric random delays, one node per row
-        m = rng.uniform(1.0, 100.0, size=(n, n)).astype(np.float32)
-        m = np.minimum(m, m.T)
-        np.fill_diagonal(m, 0.0)
-        prox = topology.on_sites("matrix", n, m, 0.0, rng, distinct=True)
-    else:
-        ts = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4)
-        prox = topology.on_sites("transit-stub", n, ts.delay, topology.LAN_DELAY_MS, rng, distinct=False)
-    return Ring(hi, lo, b, leaf, nbr, prox)
-
-
-def _ints(ring):
-    return [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
-
-
-def _closest_brute(ints, key):
-    """The numerically closest node by plain Python integers (ties: smaller id)."""
-    return min(range(len(ints)), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
-
-
 @pytest.fixture(scope="module")
 def overlay_1500(spark):
-    ring = _ring(1500)
+    ring = small_ring(1500)
     o = ov.build_overlay(spark, ring, "proximity", seed=1)
     yield o
     o.unpersist()
@@ -54,7 +27,7 @@ def _state(overlay):
                                          (400, 8, "plane"), (12, 4, "plane"),
                                          (500, 4, "matrix")])
 def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, model):
-    ring = _ring(n, b, model, seed=n)
+    ring = small_ring(n, b, model, seed=n)
     o = ov.build_overlay(spark, ring, "proximity", seed=3)
     rng = np.random.default_rng(11)
     k = 1500
@@ -67,10 +40,10 @@ def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, mo
     routed = ov.route(o, ov.messages_frame(spark, src, khi, klo)).toPandas()
     o.unpersist()
     assert len(routed) == k and sorted(routed.mid) == list(range(k))
-    ints = _ints(ring)
+    ints = node_ints(ring)
     routed = routed.sort_values("mid")
     keys = [(int(h) << 64) | int(l) for h, l in zip(khi, klo)]
-    want = [_closest_brute(ints, key) for key in keys]
+    want = [closest_brute(ints, key) for key in keys]
     assert list(routed.dest) == want
     bound = math.ceil(math.log(n, 2 ** b)) + 1
     assert routed.hops.max() <= bound
@@ -87,7 +60,7 @@ def test_routing_tables_satisfy_prefix_invariant_and_are_complete(spark, overlay
     assert (ids.digit(ring.hi[edges.dst], ring.lo[edges.dst], edges.row, 4) == edges.col).all()
     # completeness: an entry exists exactly where some candidate exists (brute force over all nodes)
     have = set(zip(edges.src, edges.row, edges.col))
-    ints = _ints(ring)
+    ints = node_ints(ring)
     for x in range(0, ring.n, 25):
         for y in range(ring.n):
             if y == x:
@@ -100,7 +73,7 @@ def test_routing_tables_satisfy_prefix_invariant_and_are_complete(spark, overlay
 def test_proximity_selection_picks_a_closest_candidate(spark, overlay_1500):
     ring = overlay_1500.ring
     edges = overlay_1500.routing_edges().toPandas()
-    ints = np.array(_ints(ring), dtype=object)
+    ints = np.array(node_ints(ring), dtype=object)
     sample = edges[edges.src % 7 == 0]
     for src, dst, row, col in sample[["src", "dst", "row", "col"]].itertuples(index=False):
         # brute force: all nodes sharing `row` digits with src and having digit `col` there
@@ -112,7 +85,7 @@ def test_proximity_selection_picks_a_closest_candidate(spark, overlay_1500):
 
 
 def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
-    ring = _ring(1500)
+    ring = small_ring(1500)
     rnd = ov.build_overlay(spark, ring, "random", seed=1)
     prox = ov.build_overlay(spark, ring, "proximity", seed=1)
     edges = rnd.routing_edges().toPandas()
@@ -130,7 +103,7 @@ def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
 def test_leaf_and_neighborhood_sets_match_brute_force(spark, overlay_1500):
     ring = overlay_1500.ring
     state = _state(overlay_1500)
-    ints = _ints(ring)
+    ints = node_ints(ring)
     order = sorted(range(ring.n), key=lambda i: ints[i])
     for x in range(0, ring.n, 50):
         p = order.index(x)
@@ -143,7 +116,7 @@ def test_leaf_and_neighborhood_sets_match_brute_force(spark, overlay_1500):
 
 
 def test_small_ring_leaf_set_holds_everyone(spark):
-    ring = _ring(5)
+    ring = small_ring(5)
     o = ov.build_overlay(spark, ring, "proximity")
     st = _state(o)
     o.unpersist()
@@ -153,7 +126,7 @@ def test_small_ring_leaf_set_holds_everyone(spark):
 
 def test_same_seed_gives_identical_state_and_routes(spark):
     def once():
-        ring = _ring(800, seed=5)
+        ring = small_ring(800, seed=5)
         o = ov.build_overlay(spark, ring, "proximity", seed=5)
         st = o.state.toPandas().sort_values("id")
         r = ov.route(o, ov.lookups(spark, ring, 1000, np.random.default_rng(8)))

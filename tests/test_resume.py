@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from scribe_spark import cli
-from tests.conftest import ROOT, tables
+from tests.helpers import ROOT, tables
 
 M = 1 << 128
 TINY = ["pastry_hops", "--conf", "conf/tiny/pastry_hops.toml"]   # nodes [300, 900] x 2 modes, save_routes

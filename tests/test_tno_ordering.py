@@ -1,44 +1,10 @@
 """TNO sequencer + ordering layer: property tests with an explicit pairwise-order checker."""
 import itertools
 
-import numpy as np
 import pytest
 
-from scribe_spark.tno import groups
-from scribe_spark.tno.ordering import Subscriber, check_tno
-from scribe_spark.tno.sequencer import Sequencer
-from scribe_spark.tno.simulation import Simulation, contiguous_placement, random_ens
-
-
-def scenario(seed, *, causal_groups=True, ordered=True, broken=False, intervals=True, sub_changes=0,
-             unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
-             service_ms=0.0):
-    """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
-    rng = np.random.default_rng(seed)
-    subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)), replace=False).tolist()) for c in range(clients)}
-    later = {int(c): set(rng.choice(topics, 2, replace=False).tolist())
-             for c in rng.choice(clients, sub_changes, replace=False)}
-    g = groups.local_groups({c: subs[c] | later.get(c, set()) for c in subs}, causal=causal_groups)
-    for t in range(topics):
-        g.setdefault(t, {t})
-    rank = {t: int(r) for t, r in zip(range(topics), rng.permutation(topics))}   # any precedence order
-    seq = Sequencer(g, rank, broken=broken, intervals=intervals)
-    place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
-    subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl, buffer_size=buffer_size) for c in subs}
-    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms)
-    for _ in range(events):
-        sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)), int(rng.integers(topics)))
-    for c, ts in later.items():
-        sim.at(float(rng.uniform(0, 2000)), sim.subscribe, c, ts)
-    for c in rng.choice(clients, unsubs, replace=False):
-        own = sorted(subscribers[int(c)].topics)
-        sim.at(float(rng.uniform(500, 1500)), sim.unsubscribe, int(c), {own[0]})
-    if ttl is not None:
-        sim.at(0.0, sim.tick, 25.0, 8000.0)
-    sim.run()
-    logs = {c: [e for e, *_ in s.log] for c, s in subscribers.items()}
-    tags = sum(entry[2] for s in subscribers.values() for entry in s.log)
-    return check_tno(logs, sum(len(s.waiting) for s in subscribers.values())), tags, sim
+from scribe_spark.tno.ordering import check_tno
+from tests.helpers import tno_scenario
 
 
 def test_checker_counts_against_brute_force():
@@ -57,7 +23,7 @@ def test_checker_counts_against_brute_force():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_causal_variant_holds_tno_and_notifies_everything(seed):
-    res, tags, sim = scenario(seed)
+    res, tags, sim = tno_scenario(seed)
     assert res.ok, res
     assert tags == 0   # a reliable ENS never needs an out-of-order release
     assert len(sim.stats.latency) == 400
@@ -65,19 +31,19 @@ def test_causal_variant_holds_tno_and_notifies_everything(seed):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_tno_variant_holds_tno_and_notifies_everything(seed):
-    res, _, _ = scenario(seed, causal_groups=False)
+    res, _, _ = tno_scenario(seed, causal_groups=False)
     assert res.ok, res
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_subscription_changes_keep_tno(seed):
-    res, _, sim = scenario(seed, sub_changes=8, unsubs=4)
+    res, _, sim = tno_scenario(seed, sub_changes=8, unsubs=4)
     assert res.ok, res
     assert len(sim.stats.latency) == sim.requests > 400   # every event and subscription timestamp returned
 
 
 def test_without_ordering_layer_subscribers_disagree():
-    res, _, _ = scenario(1, ordered=False)
+    res, _, _ = tno_scenario(1, ordered=False)
     assert res.violating_pairs > 0 and res.inverted_event_pairs > 0
 
 
@@ -85,19 +51,19 @@ def test_broken_sequencer_is_caught():
     # stamping only at the topic's own TM (skipping the chain) leaves timestamps the
     # subscribers cannot order: some events are never notified, or orders differ
     for seed in range(3):
-        res, _, _ = scenario(seed, broken=True)
+        res, _, _ = tno_scenario(seed, broken=True)
         assert not res.ok
 
 
 def test_chains_through_group_members_only_can_deadlock():
     # without interval chains, chains overtake each other along different paths and some
     # seeds produce timestamp cycles: events that can never be notified
-    stuck = [scenario(s, intervals=False)[0].undelivered > 0 for s in range(30)]
+    stuck = [tno_scenario(s, intervals=False)[0].undelivered > 0 for s in range(30)]
     assert any(stuck)
 
 
 def test_unreliable_ens_releases_everything_with_out_of_order_tags():
-    res, tags, sim = scenario(2, loss=0.05, ttl=300.0, buffer_size=40)
+    res, tags, sim = tno_scenario(2, loss=0.05, ttl=300.0, buffer_size=40)
     assert sim.stats.lost > 0 and tags > 0
     assert res.undelivered == 0   # every received event was eventually released
     notified = sum(len(s.log) for s in sim.subs.values())

@@ -1,0 +1,79 @@
+"""Helpers the test modules share (a module of its own: test modules never import each other)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from scribe_spark import ids, report, topology
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.tno import groups
+from scribe_spark.tno.ordering import Subscriber, check_tno
+from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.simulation import Simulation, contiguous_placement, random_ens
+
+ROOT = Path(__file__).resolve().parent.parent
+M = 1 << 128
+
+
+def tables(folder: Path) -> dict[str, bytes]:
+    """Every table of a run except wall-clock timings, as bytes to compare exactly."""
+    return report.comparable_tables(folder)
+
+
+def small_ring(n, b=4, model="plane", seed=1, leaf=16, nbr=32):
+    rng = np.random.default_rng(seed)
+    hi, lo = ids.random_ids(n, rng)
+    if model == "plane":
+        prox = topology.plane(n, rng)
+    elif model == "sphere":
+        prox = topology.sphere(n, rng)
+    elif model == "matrix":   # a latency file: symmetric random delays, one node per row
+        m = rng.uniform(1.0, 100.0, size=(n, n)).astype(np.float32)
+        m = np.minimum(m, m.T)
+        np.fill_diagonal(m, 0.0)
+        prox = topology.on_sites("matrix", n, m, 0.0, rng, distinct=True)
+    else:
+        ts = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4)
+        prox = topology.on_sites("transit-stub", n, ts.delay, topology.LAN_DELAY_MS, rng, distinct=False)
+    return Ring(hi, lo, b, leaf, nbr, prox)
+
+
+def node_ints(ring):
+    return [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
+
+
+def closest_brute(ints, key):
+    """The numerically closest node by plain Python integers (ties: smaller id)."""
+    return min(range(len(ints)), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
+
+
+def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, intervals=True, sub_changes=0,
+             unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
+             service_ms=0.0):
+    """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
+    rng = np.random.default_rng(seed)
+    subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)), replace=False).tolist()) for c in range(clients)}
+    later = {int(c): set(rng.choice(topics, 2, replace=False).tolist())
+             for c in rng.choice(clients, sub_changes, replace=False)}
+    g = groups.local_groups({c: subs[c] | later.get(c, set()) for c in subs}, causal=causal_groups)
+    for t in range(topics):
+        g.setdefault(t, {t})
+    rank = {t: int(r) for t, r in zip(range(topics), rng.permutation(topics))}   # any precedence order
+    seq = Sequencer(g, rank, broken=broken, intervals=intervals)
+    place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
+    subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl, buffer_size=buffer_size) for c in subs}
+    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms)
+    for _ in range(events):
+        sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)), int(rng.integers(topics)))
+    for c, ts in later.items():
+        sim.at(float(rng.uniform(0, 2000)), sim.subscribe, c, ts)
+    for c in rng.choice(clients, unsubs, replace=False):
+        own = sorted(subscribers[int(c)].topics)
+        sim.at(float(rng.uniform(500, 1500)), sim.unsubscribe, int(c), {own[0]})
+    if ttl is not None:
+        sim.at(0.0, sim.tick, 25.0, 8000.0)
+    sim.run()
+    logs = {c: [e for e, *_ in s.log] for c, s in subscribers.items()}
+    tags = sum(entry[2] for s in subscribers.values() for entry in s.log)
+    return check_tno(logs, sum(len(s.waiting) for s in subscribers.values())), tags, sim
