@@ -7,6 +7,7 @@ can be broadcast to Spark executors.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,6 @@ class TransitStub:
 
     n_routers: int
     is_transit: np.ndarray      # (R,) bool
-    domain: np.ndarray          # (R,) int: transit domain of the router (stub: of its transit router)
     edges: np.ndarray           # (E, 2) int32, undirected, each once
     edge_delay: np.ndarray      # (E,) float32 ms
     delay: np.ndarray           # (R, R) float32 ms, shortest paths
@@ -67,12 +67,14 @@ class Proximity:
         d = self.site_delay[self.site[a], self.site[b]].astype(np.float64) + 2.0 * self.lan
         return np.where(a == b, 0.0, d)
 
-    def nearest(self, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    def nearest(self, queries: np.ndarray, candidates: np.ndarray,
+                sites: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Return, for each query node, the candidate node closest to it.
 
         Ties are broken deterministically (coordinate models: first in `candidates`;
         site models: lowest site, then first in `candidates`). A query is never its own
-        answer unless it is the only candidate.
+        answer unless it is the only candidate. `sites` may pass `candidate_sites(candidates)`
+        computed once for candidates searched many times.
         """
         queries = np.asarray(queries, dtype=np.int64)
         candidates = np.asarray(candidates, dtype=np.int64)
@@ -85,15 +87,11 @@ class Proximity:
             _, j = tree.query(self.coords[queries], k=2)
             first = candidates[j[:, 0]]
             return np.where(first == queries, candidates[j[:, 1]], first)
-        # site model: reduce candidates to one per site (the first), then argmin per query site
-        csites, first_idx = np.unique(self.site[candidates], return_index=True)
+        # site model: reduce candidates to one per site (the first), then the closest candidate
+        # site per query site (ties: lowest site)
+        csites, first_idx = self.candidate_sites(candidates) if sites is None else sites
         qsites, qinv = np.unique(self.site[queries], return_inverse=True)
-        best = np.empty(len(qsites), dtype=np.int64)
-        step = max(1, 20_000_000 // max(1, len(csites)))
-        for s in range(0, len(qsites), step):
-            block = self.site_delay[qsites[s:s + step]][:, csites]
-            best[s:s + step] = np.argmin(block, axis=1)
-        ans = candidates[first_idx[best]][qinv]
+        ans = candidates[first_idx[self.closest_sites(qsites, csites)]][qinv]
         clash = ans == queries
         if clash.any():  # a query whose best site holds only itself: search without it
             for i in np.flatnonzero(clash):
@@ -101,6 +99,55 @@ class Proximity:
                 ans[i] = others[np.argmin(self.dist(np.full(len(others), queries[i]), others))] \
                     if len(others) else queries[i]
         return ans
+
+
+    def candidate_sites(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return the sites holding candidates (sorted) and the index of each one's first candidate."""
+        return np.unique(self.site[candidates], return_index=True)
+
+    def closest_sites(self, qsites: np.ndarray, csites: np.ndarray) -> np.ndarray:
+        """Return, per query site, the index in `csites` (sorted) of the closest one (ties: lowest site)."""
+        order = sites_by_delay(self.site_delay)
+        if order is None or len(csites) ** 2 < len(self.site_delay):
+            return _closest_sites_dense(self.site_delay, qsites, csites)
+        present = np.zeros(len(self.site_delay), dtype=bool)
+        present[csites] = True
+        best = np.full(len(qsites), -1, dtype=np.int64)
+        left = np.arange(len(qsites))
+        j, w = 0, 8
+        while len(left):    # walk each query site's list in lockstep until a candidate site turns up
+            block = order[qsites[left], j:j + w]
+            hit = present[block]
+            found = hit.any(axis=1)
+            best[left[found]] = block[found, hit[found].argmax(axis=1)]
+            left = left[~found]
+            j, w = j + w, 2 * w
+        return np.searchsorted(csites, best)
+
+
+SITE_ORDER_MAX_SITES = 10_000   # above this the per-site lists (sites^2 entries) cost too much memory
+_SITE_ORDER: dict[int, np.ndarray] = {}
+
+
+def sites_by_delay(site_delay: np.ndarray) -> np.ndarray | None:
+    """Return, per site, every site sorted by (delay from it, site); computed once per process and matrix."""
+    if len(site_delay) > SITE_ORDER_MAX_SITES:
+        return None
+    key = id(site_delay)
+    if key not in _SITE_ORDER:
+        dtype = np.int16 if len(site_delay) < (1 << 15) else np.int32
+        _SITE_ORDER[key] = np.argsort(site_delay, axis=1, kind="stable").astype(dtype)
+        weakref.finalize(site_delay, _SITE_ORDER.pop, key, None)
+    return _SITE_ORDER[key]
+
+
+def _closest_sites_dense(site_delay: np.ndarray, qsites: np.ndarray, csites: np.ndarray) -> np.ndarray:
+    """Argmin over the dense [query sites x candidate sites] delay block, in slices."""
+    best = np.empty(len(qsites), dtype=np.int64)
+    step = max(1, 20_000_000 // max(1, len(csites)))
+    for s in range(0, len(qsites), step):
+        best[s:s + step] = np.argmin(site_delay[qsites[s:s + step]][:, csites], axis=1)
+    return best
 
 
 def _nearest_brute(p: Proximity, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -145,20 +192,19 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
                  delay_stub_stub: float = 2.0) -> TransitStub:
     """Return a transit-stub router graph (default 5,050 routers) with shortest-path delays."""
     src, dst, dl = [], [], []
-    is_transit, domain = [], []
+    is_transit = []
 
-    def add_domain(k: int, transit: bool, dom: int, delay: float) -> int:
+    def add_domain(k: int, transit: bool, delay: float) -> int:
         base = len(is_transit)
         is_transit.extend([transit] * k)
-        domain.extend([dom] * k)
         for a, b in _random_connected_graph(k, edge_prob, rng):
             src.append(base + a)
             dst.append(base + b)
             dl.append(delay)
         return base
 
-    transit_base = [add_domain(routers_per_transit, True, t, delay_transit_transit)
-                    for t in range(transit_domains)]
+    transit_base = [add_domain(routers_per_transit, True, delay_transit_transit)
+                    for _ in range(transit_domains)]
     # transit domains connected as a random connected graph, one link between random routers
     for a, b in _random_connected_graph(transit_domains, edge_prob, rng):
         src.append(transit_base[a] + int(rng.integers(routers_per_transit)))
@@ -168,7 +214,7 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
         for r in range(routers_per_transit):
             tr = transit_base[t] + r
             for _ in range(stubs_per_transit_router):
-                base = add_domain(routers_per_stub, False, t, delay_stub_stub)
+                base = add_domain(routers_per_stub, False, delay_stub_stub)
                 src.append(tr)
                 dst.append(base + int(rng.integers(routers_per_stub)))
                 dl.append(delay_transit_stub)
@@ -180,7 +226,7 @@ def transit_stub(rng: np.random.Generator, *, transit_domains: int = 10, routers
     if ncomp != 1:   # _random_connected_graph connects every domain; this would be a bug
         raise RuntimeError(f"transit-stub generator produced a disconnected graph ({ncomp} components)")
     delay, pred = shortest_path(graph, method="D", directed=False, return_predecessors=True)
-    return TransitStub(n, np.array(is_transit), np.array(domain), edges, delays, delay.astype(np.float32),
+    return TransitStub(n, np.array(is_transit), edges, delays, delay.astype(np.float32),
                        pred.astype(np.int32))
 
 

@@ -53,3 +53,26 @@ def test_load_matrix_text_and_npy(tmp_path):
     (tmp_path / "neg.txt").write_text("0 -1\n-1 0\n")
     with pytest.raises(ValueError, match="non-negative"):
         topology.load_matrix(tmp_path / "neg.txt")
+
+
+@pytest.mark.parametrize("model", ["transit-stub", "tied"])
+def test_walking_sites_by_delay_picks_the_dense_argmin(model):
+    """The per-site sorted lists give the dense block's answer, ties (lowest site) included."""
+    rng = np.random.default_rng(5)
+    if model == "transit-stub":
+        delay = topology.transit_stub(rng, transit_domains=3, stubs_per_transit_router=4).delay
+    else:   # integer delays: many ties
+        delay = rng.integers(1, 6, size=(400, 400)).astype(np.float32)
+        delay = np.minimum(delay, delay.T)
+        np.fill_diagonal(delay, 0.0)
+    s = len(delay)
+    p = topology.Proximity("matrix", site=np.arange(s), site_delay=delay)
+    walked = 0
+    for size in (1, 3, 30, s // 3, s):
+        csites = np.sort(rng.choice(s, size, replace=False))
+        qsites = np.unique(rng.integers(0, s, 500))
+        want = topology._closest_sites_dense(delay, qsites, csites)
+        assert (p.closest_sites(qsites, csites) == want).all(), size
+        walked += size ** 2 >= s
+    assert walked >= 2   # the walk, not only the dense fallback, was checked
+    assert topology.sites_by_delay(delay) is topology.sites_by_delay(delay)   # built once per matrix

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scribe_spark import ids
+from scribe_spark import ids, topology
 from scribe_spark.topology import Proximity
 
 FLAT_CLASS_MAX = 256        # prefix classes up to this size use the flat pair search
@@ -99,8 +99,15 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     occupied, starts, members = by_site
     out = [None] * len(nodes)
     qsite = prox.site[nodes]
+    by_delay = topology.sites_by_delay(prox.site_delay)
+    is_occupied = np.zeros(len(prox.site_delay), dtype=bool)
+    is_occupied[occupied] = True
     for s in np.unique(qsite):
-        near = occupied[np.argsort(prox.site_delay[s, occupied], kind="stable")]
+        if by_delay is None:
+            near = occupied[np.argsort(prox.site_delay[s, occupied], kind="stable")]
+        else:   # the same order: occupied sites by (delay, site)
+            row = by_delay[s]
+            near = row[is_occupied[row]].astype(np.int64)
         lists = [members[starts[k]:starts[k + 1]] for k in np.searchsorted(occupied, near[:64])]
         cand = np.concatenate(lists)
         i = 64
@@ -202,14 +209,22 @@ def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
     # large classes: one nearest-candidate search per (parent class, digit)
     if big.any():
         bi = np.flatnonzero(big)
-        _, grp = np.unique(start[bi], return_inverse=True)
-        for g in range(grp.max() + 1):
-            members = bi[grp == g]
+        bi = bi[np.argsort(start[bi], kind="stable")]
+        cuts = np.flatnonzero(np.diff(start[bi])) + 1
+        sites = _cached(ring, "class_sites", dict) if ring.prox.site is not None else None
+        for members in np.split(bi, cuts):
             for c in range(cols):
                 s, e = bounds[members[0], c], bounds[members[0], c + 1]
                 q = members[own[members] != c]
                 if e > s and len(q):
-                    out[q, c] = ring.prox.nearest(nodes[q], ring.order[s:e])
+                    cand = ring.order[s:e]
+                    known = None
+                    if sites is not None and e - s > 1:   # each class's sites, found once per process
+                        known = sites.get((s, e))
+                        if known is None:
+                            found = ring.prox.candidate_sites(cand)
+                            known = sites[(s, e)] = (found[0].astype(np.int32), found[1].astype(np.int32))
+                    out[q, c] = ring.prox.nearest(nodes[q], cand, known)
     # small classes: all (query, class member) pairs at once, grouped argmin per digit
     small = np.flatnonzero(~big)
     if len(small):

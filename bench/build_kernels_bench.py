@@ -1,0 +1,85 @@
+"""Transit-stub state build kernels per batch: this tree against an older one, same rings, same output.
+
+    .venv/bin/python bench/build_kernels_bench.py [--sizes 300000 1000000 2000000] [--chunk 20000]
+                                                  [--chunks 3] [--baseline DIR]
+
+For the S1 rings (transit-stub network of 5,050 routers, b=4, |L|=16, |M|=32, seed 1) it builds
+the routing tables and neighborhood sets of `chunks` random batches of `chunk` nodes (a state-build
+batch, as one Python worker sees them one after the other) and reports seconds per batch. With
+`--baseline DIR` (e.g. a `git worktree` of an older commit) the same measurement runs on that
+tree in its own process, and the two trees' tables and sets are compared entry for entry (by
+digest). Each measurement is a separate child process, so nothing is cached between them.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child(tree: str, n: int, chunk: int, chunks: int) -> None:
+    """Measure in this process with `tree` first on sys.path; print one JSON line."""
+    sys.path.insert(0, tree)
+    import numpy as np
+
+    from scribe_spark.config import ScribeParams
+    from scribe_spark.pastry import kernels
+    from scribe_spark.workloads.network import make_ring, shared_network
+    p = ScribeParams()
+    routers, _ = shared_network(p, p.seed)
+    ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
+    perm = np.random.default_rng(0).permutation(n)
+    digest, seconds = hashlib.sha256(), []
+    for k in range(chunks):
+        nodes = np.sort(perm[k * chunk:(k + 1) * chunk])
+        t0 = time.perf_counter()
+        rt = kernels.routing_tables(ring, nodes, "proximity", 1)
+        nbr = kernels.neighborhood_sets(ring, nodes)
+        seconds.append(time.perf_counter() - t0)
+        for a in rt + nbr:
+            digest.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+            digest.update(b"|")
+    print(json.dumps({"seconds": seconds, "digest": digest.hexdigest()}))
+
+
+def measure(tree: Path, n: int, args: argparse.Namespace) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(tree), "--sizes", str(n), "--chunk",
+                          str(args.chunk), "--chunks", str(args.chunks)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[300_000, 1_000_000, 2_000_000])
+    ap.add_argument("--chunk", type=int, default=20_000)
+    ap.add_argument("--chunks", type=int, default=3)
+    ap.add_argument("--baseline", type=Path, help="an older source tree to compare with")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child, args.sizes[0], args.chunk, args.chunks)
+    trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    print(f"| N | tree | seconds per batch of {args.chunk:,} (batch 1, 2, ...) | mean of batches 2+ |")
+    print("|---|---|---|---|")
+    for n in args.sizes:
+        got = {}
+        for name, tree in trees:
+            got[name] = r = measure(tree, n, args)
+            later = r["seconds"][1:] or r["seconds"]
+            print(f"| {n:,} | {name} | {', '.join(f'{s:.1f}' for s in r['seconds'])} | "
+                  f"{sum(later) / len(later):.2f} |", flush=True)
+        if args.baseline and got["this tree"]["digest"] != got["baseline"]["digest"]:
+            print(f"N={n:,}: tables or sets differ from the baseline's", file=sys.stderr)
+            sys.exit(1)
+    if args.baseline:
+        print("tables and sets identical to the baseline's at every size")
+
+
+if __name__ == "__main__":
+    main()
