@@ -2,7 +2,8 @@
 
 A protocol supplies a step: given the messages in flight (a DataFrame) it returns the
 messages for the next superstep and, by name, what this superstep emits (delivered
-messages, tree edges, roots, ...). `run` owns everything around it:
+messages, tree edges, roots, ...) — either as frames (`Superstep`) or as readers of one
+frame that holds them all (`Split`). `run` owns everything around it:
 
 - termination: the loop ends when no message is in flight; a loop still busy after `bound`
   supersteps raises SuperstepBoundExceeded naming the loop and the messages left (never a
@@ -10,7 +11,8 @@ messages, tree edges, roots, ...). `run` owns everything around it:
   and gets the messages left over back;
 - progress: one line per superstep, `<loop> superstep k: M <unit> in flight (t s)`, k from 1,
   logged at INFO on this module's logger (`quiet()` holds the library's lines back in a block);
-- lineage: the next in-flight frame is locally checkpointed (one cut per superstep);
+- lineage: the next in-flight frame, or a `Split`'s frame, is locally checkpointed (one cut per
+  superstep);
 - emissions: each name's frames are unioned over all supersteps and materialized once;
 - memory: once the emissions are materialized the loop's in-flight frames are released.
 """
@@ -40,6 +42,20 @@ class Superstep:
 
 
 @dataclass
+class Split:
+    """A superstep whose outputs are all read from one frame: the engine cuts that frame once.
+
+    `inflight` and the emissions given as functions read the cut frame (usually a filter and a
+    select), so one local checkpoint serves the next superstep and those emissions; an
+    emission given as a frame is taken as it is.
+    """
+
+    frame: DataFrame
+    inflight: Callable[[DataFrame], DataFrame]
+    emitted: dict[str, Callable[[DataFrame], DataFrame] | DataFrame] = field(default_factory=dict)
+
+
+@dataclass
 class Outcome:
     """What a whole loop produced."""
 
@@ -49,7 +65,7 @@ class Outcome:
     left_count: int
 
 
-Step = Callable[[DataFrame, int, int], Superstep]
+Step = Callable[[DataFrame, int, int], "Superstep | Split"]
 
 
 def run(loop: str, inflight: DataFrame, step: Step, bound: int,
@@ -73,11 +89,18 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
                 f"{loop}: {n} {unit} still in flight after {bound} supersteps (the protocol's bound)")
         t0 = time.time()
         out = step(inflight, k, n)
-        for name, frame in out.emitted.items():
-            emitted.setdefault(name, []).append(frame)
-        inflight = out.inflight.localCheckpoint()
+        if isinstance(out, Split):
+            cut = out.frame.localCheckpoint()
+            held.append(cut)
+            inflight = out.inflight(cut)
+            for name, read in out.emitted.items():
+                emitted.setdefault(name, []).append(read if isinstance(read, DataFrame) else read(cut))
+        else:
+            for name, frame in out.emitted.items():
+                emitted.setdefault(name, []).append(frame)
+            inflight = out.inflight.localCheckpoint()
+            held.append(inflight)
         n = inflight.count()
-        held.append(inflight)
         _log.info(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
     done = {}
     for name, frames in emitted.items():

@@ -76,3 +76,23 @@ def test_unsubscribe_step_prunes_a_hand_built_tree_one_level_per_superstep(spark
                                                           "unsubscribe superstep 2: 0 UNSUBSCRIBE messages in flight"]
     assertDataFrameEqual(after.edges, spark.createDataFrame([(0, 5, 1)], "topic long, src long, dst long"))
     assertDataFrameEqual(after.members, spark.createDataFrame([(0, 1), (0, 5)], "topic long, node long"))
+
+
+def countdown_split(inflight, k, n):
+    """`countdown` as a Split: one frame per superstep, read for the next messages and for what is seen."""
+    stepped = inflight.select("c", F.lit(k).alias("k"))
+    return bsp.Split(stepped, lambda s: s.where(F.col("c") > 0).select((F.col("c") - 1).alias("c")),
+                     {"seen": lambda s: s, "steps": stepped.select("k").limit(1)})
+
+
+def test_a_split_step_emits_what_the_plain_step_does_from_one_cut_per_superstep(spark):
+    sc = spark.sparkContext
+    frame = spark.createDataFrame([(0,), (2,), (4,)], "c int")
+    plain = bsp.run("countdown", frame, countdown, 10)
+    before = len(sc._jsc.sc().getRDDStorageInfo())
+    split = bsp.run("countdown", frame, countdown_split, 10)
+    assert split.supersteps == plain.supersteps == 5
+    assertDataFrameEqual(split.emitted["seen"], plain.emitted["seen"])
+    assertDataFrameEqual(split.emitted["steps"], spark.createDataFrame([(k,) for k in range(1, 6)], "k int"))
+    # kept: the last cut (it holds what is left) and the two materialized emissions
+    assert len(sc._jsc.sc().getRDDStorageInfo()) - before <= 3

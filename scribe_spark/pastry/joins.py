@@ -153,13 +153,13 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> Data
             .withColumn("x", F.element_at(F.array([F.lit(int(v)) for v in xs]), F.col("mid").cast("int") + 1))
             .withColumn("path", F.array(AT)))
 
-    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Split:
         """Each JOIN takes one hop towards the newcomer's id, recording the node it passed."""
-        stepped = next_hop(overlay, inflight).localCheckpoint()
-        return bsp.Superstep(stepped.where(~F.col("delivered"))
-                             .select("mid", "key_hi", "key_lo", F.col("next").alias(AT), "x",
-                                     F.concat("path", F.array("next")).alias("path")),
-                             {"paths": stepped.where("delivered").select("x", "path")})
+        return bsp.Split(next_hop(overlay, inflight),
+                         lambda stepped: stepped.where(~F.col("delivered"))
+                         .select("mid", "key_hi", "key_lo", F.col("next").alias(AT), "x",
+                                 F.concat("path", F.array("next")).alias("path")),
+                         {"paths": lambda stepped: stepped.where("delivered").select("x", "path")})
 
     return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16).emitted["paths"]
 

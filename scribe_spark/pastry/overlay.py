@@ -219,19 +219,29 @@ def route(overlay: Overlay, messages: DataFrame,
     task = _step_task(overlay.ring_bc, dead_bc)
     state = overlay.state
 
-    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
-        """Every message takes one hop from the node it is at; those at their key's node are delivered."""
+    def hop(inflight: DataFrame) -> DataFrame:
+        """Every message takes one hop from the node it is at (`done`: it is at its key's node)."""
+        return inflight.join(state, inflight[AT] == state[ID]).drop(ID).mapInArrow(task, STEP_SCHEMA)
+
+    def on(stepped: DataFrame) -> DataFrame:
+        return stepped.where(~F.col("done")).drop("done", "direct", "prev", "met")
+
+    def delivered(stepped: DataFrame) -> DataFrame:
+        return stepped.where("done").drop("done", "prev", "met")
+
+    def forward(inflight: DataFrame, k: int, n: int) -> bsp.Split:
+        """Forward every message one hop; deliver those at their key's node."""
+        return bsp.Split(hop(inflight), on, {"delivered": delivered})
+
+    def forward_and_repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """As `forward`; then the nodes that met dead entries repair them (Pastry's lazy repair)."""
         nonlocal state
-        joined = inflight.join(state, inflight[AT] == state[ID]).drop(ID)
-        stepped = joined.mapInArrow(task, STEP_SCHEMA).localCheckpoint()
-        if repair is not None:
-            met = stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct()
-            state = repair(state, met)
-        return bsp.Superstep(stepped.where(~F.col("done")).drop("done", "direct", "prev", "met"),
-                             {"delivered": stepped.where("done").drop("done", "prev", "met")})
+        stepped = hop(inflight).localCheckpoint()
+        state = repair(state, stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct())
+        return bsp.Superstep(on(stepped), {"delivered": delivered(stepped)})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
-    out = bsp.run("route", start, forward, limit).emitted.get("delivered")
+    out = bsp.run("route", start, forward if repair is None else forward_and_repair, limit).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
         return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")

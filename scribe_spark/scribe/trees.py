@@ -119,10 +119,10 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         else:   # step 1's senders may be members already
             members = members.unionByName(new)
             members = (members.distinct() if k == 1 else members).localCheckpoint()
-        hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
-        out["roots"] = hop.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
-        return bsp.Superstep(hop.where(~F.col("delivered"))
-                             .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST), out)
+        hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT))
+        return bsp.Split(hop, lambda hop: (hop.where(~F.col("delivered"))
+                                           .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST)),
+                         {**out, "roots": lambda hop: hop.where("delivered").select(TOPIC, F.col(AT).alias(NODE))})
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",))
