@@ -50,7 +50,8 @@ def child(tree: str, n: int, chunk: int, chunks: int) -> None:
 
 def measure(tree: Path, n: int, args: argparse.Namespace) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", str(tree), "--sizes", str(n), "--chunk",
-                          str(args.chunk), "--chunks", str(args.chunks)], check=True, capture_output=True, text=True)
+                          str(args.chunk), "--chunks", str(args.chunks)], check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -19,7 +19,7 @@ from scribe_spark.report import comparable_tables  # noqa: E402
 
 
 def compare(before: Path, after: Path) -> list[str]:
-    """Return one line per experiment found on either side; a line starting with 'DIFFER' marks a difference."""
+    """Return one line per experiment found on either side; 'DIFFER' starts a line that differs."""
     lines = []
     names = sorted({p.name for p in before.iterdir() if p.is_dir() and not p.name.startswith(".")}
                    | {p.name for p in after.iterdir() if p.is_dir() and not p.name.startswith(".")})

@@ -48,7 +48,8 @@ def submit(master: str, shuffle: int, partitions: int, jobs: list[str], out: Pat
     """Run `jobs` in one spark-submit; return the wall seconds."""
     args = []
     for name in jobs:
-        args += [name] + (["--set", f"partitions={partitions}"] if partitions and has_partitions(name) else []) + ["--"]
+        parts = ["--set", f"partitions={partitions}"] if partitions and has_partitions(name) else []
+        args += [name] + parts + ["--"]
     venv = Path(sys.executable).parent
     cmd = [str(venv / "spark-submit"), "--master", master, *extra, "--driver-memory", "4g",
            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",

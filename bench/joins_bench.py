@@ -64,14 +64,14 @@ def main() -> None:
                          for a, b in zip(got.leaf, want.leaf)])
     cmp = routing_tables.compare_tables(ring, got, want)
     newcomers = args.nodes - args.initial
-    print(f"\n{args.nodes} nodes ({args.initial} converged, then batches of {args.batch}), grown in {t_grow:.0f} s "
-          f"on {args.master}")
+    print(f"\n{args.nodes} nodes ({args.initial} converged, then batches of {args.batch}), grown in "
+          f"{t_grow:.0f} s on {args.master}")
     print("| overlay | lookups correct | mean hops |\n|---|---|---|")
     print(f"| grown by joins | {g.correct.mean():.4%} | {g.hops.mean():.3f} |")
     print(f"| converged | {c.correct.mean():.4%} | {c.hops.mean():.3f} |")
-    print(f"\nleaf sets equal to the converged ones: {same_leaf:.2%}; routing-table entries: {cmp['entries']:,} "
-          f"filled by the converged construction, {cmp['best_share']:.1%} hold its proximity-best node, "
-          f"{cmp['invalid']} invalid")
+    print(f"\nleaf sets equal to the converged ones: {same_leaf:.2%}; routing-table entries: "
+          f"{cmp['entries']:,} filled by the converged construction, {cmp['best_share']:.1%} hold its "
+          f"proximity-best node, {cmp['invalid']} invalid")
     print("messages per newcomer: " + ", ".join(f"{k} {v / newcomers:.1f}" for k, v in counts.items()))
     spark.stop()
 

@@ -1,4 +1,4 @@
-"""spark-submit script for bench/determinism.py and the tests: run several jobs one after another in one driver.
+"""spark-submit script for bench/determinism.py and the tests: several jobs one after another in one driver.
 
     spark-submit [spark options] bench/one_driver.py OUT JOB [--set key=value ...] [-- JOB ...]
 

@@ -138,7 +138,8 @@ def run_reference(n: int, lookups: int) -> dict:
         active = active[moving]
     t_route = time.time() - t1
     assert (at == dst).all(), "reference routing delivered a lookup to the wrong node"
-    return {"impl": "numpy reference", "n": n, "build_s": t_build, "route_s": t_route, "hops": int(hops.sum()),
+    return {"impl": "numpy reference", "n": n, "build_s": t_build, "route_s": t_route,
+            "hops": int(hops.sum()),
             "lookups": lookups, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -154,18 +155,22 @@ def main() -> None:
     logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     if args.child:
         n = args.nodes[0]
-        res = run_spark(n, args.lookups, args.master) if args.child == "spark" else run_reference(n, args.lookups)
+        if args.child == "spark":
+            res = run_spark(n, args.lookups, args.master)
+        else:
+            res = run_reference(n, args.lookups)
         print("RESULT " + json.dumps(res), flush=True)
         return
-    print("| N | implementation | state build s | routing s | lookups | mean hops | lookup-hops/s | peak memory MB |")
+    print("| N | implementation | state build s | routing s | lookups | mean hops | lookup-hops/s "
+          "| peak memory MB |")
     print("|---|---|---|---|---|---|---|---|")
     for n in args.nodes:
         for impl in ("spark", "reference"):
             if args.only and impl != args.only:
                 continue
             t = time.time()
-            out = subprocess.run([sys.executable, __file__, str(n), "--lookups", str(args.lookups), "--master",
-                                  args.master, "--child", impl], capture_output=True, text=True)
+            out = subprocess.run([sys.executable, __file__, str(n), "--lookups", str(args.lookups),
+                                  "--master", args.master, "--child", impl], capture_output=True, text=True)
             lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
             if not lines:
                 last = out.stderr.strip().splitlines()[-1:]

@@ -124,9 +124,11 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
            "--conf", "spark.sql.shuffle.partitions=8", "--conf", "spark.ui.showConsoleProgress=false",
            "--driver-java-options", f"-Dlog4j.configurationFile=file:{ROOT}/conf/spark/log4j2.properties"]
     if mode == "standalone":
+        # what run.sh ships with --py-files
         zip_path = subprocess.run([str(ROOT / "run.sh"), "package"], capture_output=True, text=True,
-                                  check=True).stdout.strip().splitlines()[-1]   # what run.sh ships with --py-files
-        cmd += ["--py-files", str(zip_path), "--executor-memory", os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
+                                  check=True).stdout.strip().splitlines()[-1]
+        cmd += ["--py-files", str(zip_path), "--executor-memory",
+                os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
     cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
     peak, stop = [0], threading.Event()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,

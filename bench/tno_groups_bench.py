@@ -1,6 +1,7 @@
 """Benchmark: sequencing groups on Spark vs one SciPy A^T A, same subscriptions, one run.
 
-    .venv/bin/python bench/tno_groups_bench.py [--clients 10000] [--per-client 200] [--topics 1000] [--repeat 3]
+    .venv/bin/python bench/tno_groups_bench.py [--clients 10000] [--per-client 200] [--topics 1000]
+                                               [--repeat 3]
 
 Subscriptions are drawn as in experiment T1 (seed 1) for both popularity models. Spark
 time covers: sequencing groups + sizes from a cached (subscriber, topic) DataFrame, collected

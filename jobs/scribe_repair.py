@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC S3 (Scribe tree repair during an event stream, reliable ordered extension)."""
+"""spark-submit entry point: SPEC S3 (Scribe tree repair during an event stream, reliable extension)."""
 import sys
 
 from scribe_spark.cli import main

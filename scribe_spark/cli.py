@@ -59,7 +59,7 @@ class Run:
         return self.folder / name
 
     def point(self, key: str, compute: Callable[[], T]) -> T:
-        """Return one sweep point's result: saved by an interrupted run (--resume), else computed and saved."""
+        """One sweep point's result: saved by an interrupted run (--resume), else computed and saved."""
         if key in self._points:
             return self._points[key]
         folder = self.folder / POINTS
@@ -258,7 +258,7 @@ def _hint(p: Plan) -> str:
 # ------------------------------------------------------------------ entry points
 
 def check(name: str, argv: list[str]) -> int:
-    """The pre-start check run.sh makes: one line and exit 2 on bad input, 10 if --resume finds the run done."""
+    """run.sh's pre-start check: one line and exit 2 on bad input, 10 if --resume finds the run done."""
     try:
         p = plan(name, argv)
     except (config.ConfigError, UsageError) as e:
@@ -325,8 +325,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
     else:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
-    (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n# digest: {p.digest}\n"
-                                     + loader.to_toml(p.params))
+    (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
+                                     f"# digest: {p.digest}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     _JOB.update(name=name, t0=run.t0)
     if continued is not None:

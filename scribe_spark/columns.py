@@ -1,4 +1,4 @@
-"""Column names shared by the overlay, Scribe and TNO frames (GraphFrame layout: vertices `id`, edges `src`/`dst`)."""
+"""Column names shared by the overlay, Scribe and TNO frames (GraphFrame layout: `id`; edges `src`/`dst`)."""
 
 ID = "id"                  # a node's number (vertex key)
 SRC, DST = "src", "dst"    # an edge: routing-table entry, or tree edge child -> parent

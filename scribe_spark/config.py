@@ -54,7 +54,7 @@ class OverlayParams:
     topology: TopologyParams = field(default_factory=TopologyParams)
 
     def peak_nodes(self) -> int:
-        """The most Pastry nodes (ids and state) the run holds at once; every job's parameters have `nodes`."""
+        """The most Pastry nodes the run holds at once (every job's parameters have `nodes`)."""
         nodes = self.nodes   # type: ignore[attr-defined]
         return max(nodes) if isinstance(nodes, tuple) else nodes
 
@@ -90,7 +90,8 @@ class AnyProximity(OverlayParams):
                      self.matrix)
             _require(Path(self.matrix).is_file(), "matrix", "file not found", self.matrix)
             sites = _matrix_sites(self.matrix)
-            _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix", nodes)
+            _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix",
+                     nodes)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ class ScribeParams(TopicWorkload, OnRouters):
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_topics(self.nodes)
-        _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]", self.bad_credentials)
+        _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]",
+                 self.bad_credentials)
         self.validate_overlay(self.nodes)
         _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
 
@@ -176,8 +178,10 @@ class TnoSizeParams:
         _require(len(self.topics_per_client) > 0, "topics_per_client", "must list at least one value",
                  list(self.topics_per_client))
         for k in self.topics_per_client:
-            _require(1 <= k <= self.topics, "topics_per_client", f"every value must be in 1..topics ({self.topics})", k)
-        _require(len(self.popularity) > 0, "popularity", "must list at least one model", list(self.popularity))
+            _require(1 <= k <= self.topics, "topics_per_client",
+                     f"every value must be in 1..topics ({self.topics})", k)
+        _require(len(self.popularity) > 0, "popularity", "must list at least one model",
+                 list(self.popularity))
         for m in self.popularity:
             _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
 
@@ -204,11 +208,13 @@ class TnoOrderingParams(OnRouters):
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})", self.clients)
+        _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})",
+                 self.clients)
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require(self.popularity in ("skewed", "spread"), "popularity", "must be 'skewed' or 'spread'", self.popularity)
+        _require(self.popularity in ("skewed", "spread"), "popularity", "must be 'skewed' or 'spread'",
+                 self.popularity)
         _require(self.events >= 1, "events", "must be >= 1", self.events)
         _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
         _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
@@ -217,7 +223,8 @@ class TnoOrderingParams(OnRouters):
         _require(0.0 <= self.loss < 1.0, "loss", "must be in [0, 1)", self.loss)
         _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
         _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
-        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})", self.servers)
+        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
+                 self.servers)
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
         self.validate_overlay(self.nodes)
 
@@ -243,11 +250,13 @@ class TnoSequencerParams:
     def validate(self) -> None:
         _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})", self.servers)
+        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
+                 self.servers)
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require(len(self.popularity) > 0, "popularity", "must list at least one model", list(self.popularity))
+        _require(len(self.popularity) > 0, "popularity", "must list at least one model",
+                 list(self.popularity))
         for m in self.popularity:
             _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
         _require(self.precedence in ("popular_last", "popular_first"), "precedence",
@@ -275,7 +284,8 @@ class PastryFailuresParams(AnyProximity):
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
-        _require(self.table_repair in ("lazy", "eager"), "table_repair", "must be 'lazy' or 'eager'", self.table_repair)
+        _require(self.table_repair in ("lazy", "eager"), "table_repair", "must be 'lazy' or 'eager'",
+                 self.table_repair)
         _require(self.passes >= 1, "passes", "must be >= 1", self.passes)
         _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
                  "must leave at least 2 live nodes", self.fail_fraction)
@@ -285,7 +295,7 @@ class PastryFailuresParams(AnyProximity):
 
 @dataclass(frozen=True)
 class ScribeRepairParams(TopicWorkload, AnyProximity):
-    """SPEC S3: Scribe tree repair, with and without the reliable ordered extension, during an event stream."""
+    """SPEC S3: Scribe tree repair, with and without the reliable extension, during an event stream."""
 
     nodes: int = 5000
     topics: int = 100
@@ -306,12 +316,13 @@ class ScribeRepairParams(TopicWorkload, AnyProximity):
         _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
                  f"must leave at least leaf_set + 2 = {self.leaf_set + 2} live nodes", self.fail_fraction)
         _require(failing <= self.nodes - self.topics, "fail_fraction",
-                 f"must leave at least topics = {self.topics} live nodes (every topic's publisher never fails)",
-                 self.fail_fraction)
+                 f"must leave at least topics = {self.topics} live nodes "
+                 "(every topic's publisher never fails)", self.fail_fraction)
         _require(0 <= self.failed_roots <= min(self.topics, failing), "failed_roots",
                  f"must be in 0..min(topics, failing nodes = {failing})", self.failed_roots)
         _require(self.timeout >= 1, "timeout", "must be >= 1 round", self.timeout)
-        _require(1 <= self.fail_round, "fail_round", "must be >= 1 (events flow before the failure)", self.fail_round)
+        _require(1 <= self.fail_round, "fail_round", "must be >= 1 (events flow before the failure)",
+                 self.fail_round)
         _require(self.fail_round + self.timeout < self.rounds, "rounds",
                  f"must exceed fail_round + timeout = {self.fail_round + self.timeout}", self.rounds)
         _require(0.0 < self.publish_probability <= 1.0, "publish_probability", "must be in (0, 1]",
@@ -340,7 +351,8 @@ class ChurnParams(TopicWorkload, AnyProximity):
         _require(self.epoch_s > 0, "epoch_s", "must be > 0", self.epoch_s)
         _require(self.mean_session_s > 0, "mean_session_s", "must be > 0", self.mean_session_s)
         _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
-                 "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)", self.mean_session_s)
+                 "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)",
+                 self.mean_session_s)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_topics(self.nodes)
         _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)

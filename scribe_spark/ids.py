@@ -144,7 +144,8 @@ def prefix_end(hi, lo, nbits):
     in_lo = p < 64
     in_hi = (p >= 64) & (p < 128)
     add_lo = np.where(in_lo, np.left_shift(np.uint64(1), np.clip(p, 0, 63).astype(np.uint64)), np.uint64(0))
-    add_hi = np.where(in_hi, np.left_shift(np.uint64(1), np.clip(p - 64, 0, 63).astype(np.uint64)), np.uint64(0))
+    add_hi = np.where(in_hi, np.left_shift(np.uint64(1), np.clip(p - 64, 0, 63).astype(np.uint64)),
+                      np.uint64(0))
     nlo = lo + add_lo
     carry = (nlo < lo).astype(np.uint64)
     nhi = hi + add_hi + carry

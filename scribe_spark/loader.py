@@ -102,7 +102,8 @@ def to_toml(params: Any) -> str:
             plain.append(f"{f.name} = {_toml_value(v)}")
     out = "\n".join(plain) + "\n"
     for name, v in tables:
-        out += f"\n[{name}]\n" + "\n".join(f"{g.name} = {_toml_value(getattr(v, g.name))}" for g in fields(v)) + "\n"
+        out += f"\n[{name}]\n" + "\n".join(f"{g.name} = "
+                                           f"{_toml_value(getattr(v, g.name))}" for g in fields(v)) + "\n"
     return out
 
 

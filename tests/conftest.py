@@ -38,7 +38,8 @@ def tiny(spark, tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in done:
-            assert cli.main(name, ["--conf", str(ROOT / "conf" / "tiny" / f"{name}.toml"), "--out", str(root)]) == 0
+            assert cli.main(name,
+                            ["--conf", str(ROOT / "conf" / "tiny" / f"{name}.toml"), "--out", str(root)]) == 0
             done[name] = root / name
         return done[name]
     return get

@@ -53,7 +53,8 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, interv
              service_ms=0.0):
     """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
     rng = np.random.default_rng(seed)
-    subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)), replace=False).tolist()) for c in range(clients)}
+    subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)),
+                              replace=False).tolist()) for c in range(clients)}
     later = {int(c): set(rng.choice(topics, 2, replace=False).tolist())
              for c in rng.choice(clients, sub_changes, replace=False)}
     g = groups.local_groups({c: subs[c] | later.get(c, set()) for c in subs}, causal=causal_groups)
@@ -62,10 +63,12 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, interv
     rank = {t: int(r) for t, r in zip(range(topics), rng.permutation(topics))}   # any precedence order
     seq = Sequencer(g, rank, broken=broken, intervals=intervals)
     place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
-    subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl, buffer_size=buffer_size) for c in subs}
+    subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl,
+                                 buffer_size=buffer_size) for c in subs}
     sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms)
     for _ in range(events):
-        sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)), int(rng.integers(topics)))
+        sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)),
+               int(rng.integers(topics)))
     for c, ts in later.items():
         sim.at(float(rng.uniform(0, 2000)), sim.subscribe, c, ts)
     for c in rng.choice(clients, unsubs, replace=False):

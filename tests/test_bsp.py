@@ -27,7 +27,8 @@ def test_runs_until_nothing_is_in_flight_and_unions_what_each_step_emits(spark, 
 
 def test_exceeding_the_bound_raises_naming_the_loop_and_the_messages_left(spark):
     frame = spark.createDataFrame([(9,), (7,)], "c int")
-    with pytest.raises(bsp.SuperstepBoundExceeded, match=r"countdown: 2 messages still in flight after 3 supersteps"):
+    with pytest.raises(bsp.SuperstepBoundExceeded,
+                       match=r"countdown: 2 messages still in flight after 3 supersteps"):
         bsp.run("countdown", frame, countdown, 3)
 
 
@@ -65,15 +66,18 @@ def test_quiet_holds_the_progress_lines_back(spark, progress):
 
 def test_unsubscribe_step_prunes_a_hand_built_tree_one_level_per_superstep(spark, progress):
     """Root 1; 2 forwards for subscribers 3 and 4; 5 subscribes directly. 3 and 4 leave."""
-    edges = spark.createDataFrame([(0, 2, 1), (0, 3, 2), (0, 4, 2), (0, 5, 1)], "topic long, src long, dst long")
+    edges = spark.createDataFrame([(0, 2, 1), (0, 3, 2), (0, 4, 2), (0, 5, 1)],
+                                  "topic long, src long, dst long")
     subs = spark.createDataFrame([(0, 3), (0, 4), (0, 5)], "topic long, node long")
     roots = spark.createDataFrame([(0, 1)], "topic long, node long")
-    trees = tr.Trees(edges, spark.createDataFrame([(0, n) for n in range(1, 6)], "topic long, node long"), roots, 2)
+    trees = tr.Trees(edges, spark.createDataFrame([(0, n) for n in range(1, 6)], "topic long, node long"),
+                     roots, 2)
     after = tr.unsubscribe(trees, subs, spark.createDataFrame([(0, 3), (0, 4)], "topic long, node long"))
-    # superstep 1: 3 and 4 unsubscribe from 2; superstep 2: 2, childless and no subscriber, unsubscribes from 1
+    # superstep 1: 3 and 4 unsubscribe from 2; superstep 2: 2, childless and no subscriber, leaves 1
     assert after.supersteps == 2
-    assert [line.split(" (")[0] for line in progress] == ["unsubscribe superstep 1: 1 UNSUBSCRIBE messages in flight",
-                                                          "unsubscribe superstep 2: 0 UNSUBSCRIBE messages in flight"]
+    assert [line.split(" (")[0] for line in progress] == [
+        "unsubscribe superstep 1: 1 UNSUBSCRIBE messages in flight",
+        "unsubscribe superstep 2: 0 UNSUBSCRIBE messages in flight"]
     assertDataFrameEqual(after.edges, spark.createDataFrame([(0, 5, 1)], "topic long, src long, dst long"))
     assertDataFrameEqual(after.members, spark.createDataFrame([(0, 1), (0, 5)], "topic long, node long"))
 

@@ -42,7 +42,8 @@ def _processes_under(folder: str) -> list[int]:
 def readme_cluster_commands() -> list[list[str]]:
     """The `./run.sh` lines of README's block 'A standalone cluster on this machine', comments dropped."""
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"\*\*A standalone cluster on this machine\*\*.*?```bash\n(.*?)```", text, re.S).group(1)
+    block = re.search(r"\*\*A standalone cluster on this machine\*\*.*?```bash\n(.*?)```", text,
+                      re.S).group(1)
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("./run.sh")]
 
 

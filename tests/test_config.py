@@ -26,7 +26,8 @@ def test_defaults_file_loads_and_round_trips(tmp_path):
 def test_overrides_are_toml_values(tmp_path):
     p = _load(tmp_path, "nodes = [10]\n", ["nodes=[1000,10000]", "proximity=sphere", "topology.edge_prob=0.5",
                                           "save_routes=true"])
-    assert p.nodes == (1000, 10000) and p.proximity == "sphere" and p.topology.edge_prob == 0.5 and p.save_routes
+    assert p.nodes == (1000,
+                       10000) and p.proximity == "sphere" and p.topology.edge_prob == 0.5 and p.save_routes
 
 
 @pytest.mark.parametrize("text, overrides, key, reason", [
@@ -74,7 +75,8 @@ def test_invalid_toml_and_missing_file(tmp_path):
 
 def test_job_rejects_bad_input_with_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "pastry_hops.py"), "--set", "b=3", "--out", str(out)],
+    res = subprocess.run([sys.executable, str(ROOT / "jobs" / "pastry_hops.py"), "--set", "b=3", "--out",
+                          str(out)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()

@@ -32,7 +32,8 @@ def test_grown_state_against_the_converged_construction(spark, grown):
     want = ov.build_overlay(spark, ring, "proximity").state.toPandas().set_index("id").sort_index()
     assert list(got.index) == list(range(ring.n))
     # leaf sets: exactly the converged ones (after the leaf-set exchange)
-    assert all(set(np.asarray(a).tolist()) == set(np.asarray(b).tolist()) for a, b in zip(got.leaf, want.leaf))
+    assert all(set(np.asarray(a).tolist()) == set(np.asarray(b).tolist()) for a,
+               b in zip(got.leaf, want.leaf))
     cmp = routing_tables.compare_tables(ring, got, want)
     assert cmp["invalid"] == 0 and cmp["entries"] > 0
     assert 0.3 < cmp["best_share"] < 1.0     # valid everywhere, proximity-best in most entries but not all

@@ -55,7 +55,8 @@ def test_routing_tables_satisfy_prefix_invariant_and_are_complete(spark, overlay
     ring = overlay_1500.ring
     edges = overlay_1500.routing_edges().toPandas()
     assert set(edges.columns) >= {"src", "dst", "row", "col"}
-    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst], ring.lo[edges.dst], 4)
+    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst],
+                                  ring.lo[edges.dst], 4)
     assert (sh == edges.row).all()
     assert (ids.digit(ring.hi[edges.dst], ring.lo[edges.dst], edges.row, 4) == edges.col).all()
     # completeness: an entry exists exactly where some candidate exists (brute force over all nodes)
@@ -89,7 +90,8 @@ def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
     rnd = ov.build_overlay(spark, ring, "random", seed=1)
     prox = ov.build_overlay(spark, ring, "proximity", seed=1)
     edges = rnd.routing_edges().toPandas()
-    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst], ring.lo[edges.dst], 4)
+    sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst],
+                                  ring.lo[edges.dst], 4)
     assert (sh == edges.row).all()
     msgs = ov.lookups(spark, ring, 3000, np.random.default_rng(2))
     rel = {}

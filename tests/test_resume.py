@@ -25,7 +25,8 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 300
     while not list(out.glob(".pastry_hops.tmp-*/.points/*.pkl")):   # the first point is saved ...
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else ""
+        assert proc.poll() is None and time.time() < deadline, \
+            proc.stdout.read() if proc.poll() is not None else ""
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)   # ... kill -9 the launcher, the JVM and the Python driver
     first = proc.communicate()[0]
@@ -42,11 +43,11 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
     other = _run_sh(*TINY, "--set", "lookups=1400", "--out", str(out), "--resume")
     assert other.returncode == 2 and other.stdout == ""
     assert other.stderr.strip().splitlines() == [
-        f"pastry_hops: error: --resume: the unfinished run {unfinished[0]} has other parameters (key 'lookups' "
-        "is 1500 there and 1400 here); run without --resume to start afresh"]
+        f"pastry_hops: error: --resume: the unfinished run {unfinished[0]} has other parameters (key "
+        "'lookups' is 1500 there and 1400 here); run without --resume to start afresh"]
     assert list(out.glob(".pastry_hops.tmp-*")) == unfinished
 
-    stale = out / ".pastry_hops.tmp-999999999"   # a folder of some other dead run: cleaned when a run completes
+    stale = out / ".pastry_hops.tmp-999999999"   # another dead run's folder: cleaned when a run completes
     stale.mkdir()
     resumed = _run_sh(*TINY, "--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""Scribe tree repair (SPEC S3): superstep repair against a sequential Scribe, the event stream, and the job."""
+"""Scribe tree repair (SPEC S3): superstep repair against a sequential Scribe, the event stream, the job."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -38,7 +38,8 @@ def broken(spark):
     fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last))
     def state(o):
         return {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
-    yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots, dead=dead,
+    yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots,
+               dead=dead,
                sets=sets, fixed=fixed, repaired=repaired, state=state(overlay), state_after=state(repaired))
     overlay.unpersist()
 
@@ -74,11 +75,12 @@ def test_an_application_forward_handler_can_change_and_stop_repair_subscribes(sp
     from pyspark.sql import functions as F
     fixed, roots, dead = broken["fixed"], broken["roots"], broken["dead"]
     grafted = fixed.handled.toPandas().topic.value_counts()
-    stop = int([t for t in grafted.index if not dead[roots[t]]][0])   # a live root's topic whose repair grafts
+    stop = int([t for t in grafted.index if not dead[roots[t]]][0])   # a live root's topic with grafts
     def forward(m):
         return m.where(F.col("topic") != stop).withColumn("last", F.greatest("last", F.lit(50)))
     custom = rp.Upcalls(fault=rp.plain_fault, forward=forward, subscribe=rp.retransmissions)
-    out = rp.repair_trees(broken["repaired"], broken["topics"], broken["trees"], broken["subs"], broken["dead"],
+    out = rp.repair_trees(broken["repaired"], broken["topics"], broken["trees"], broken["subs"],
+                          broken["dead"],
                           broken["sets"], upcalls=custom)
     asked = out.handled.toPandas()
     assert (asked.above == 50).all() and stop not in set(asked.topic)
@@ -166,8 +168,9 @@ def test_scribe_repair_job(tiny):
     assert info.failed_roots >= 3 and info.disconnected_subscribers > 0
     assert t.loc[("plain", "before"), "delivery_ratio"] == 1.0
     assert t.loc[("plain", "during"), "delivery_ratio"] < 1.0
-    assert info.topics_lost == 0               # this seed fails no topic's root together with all its replicas
-    assert (t.loc["reliable"].delivery_ratio == 1.0).all() and t.loc[("reliable", "during"), "late_deliveries"] > 0
+    assert info.topics_lost == 0               # this seed fails no root together with all its replicas
+    assert (t.loc["reliable"].delivery_ratio == 1.0).all()
+    assert t.loc[("reliable", "during"), "late_deliveries"] > 0
     assert (t.out_of_order_deliveries == 0).all()
     assert (folder / "delivery_by_round.png").stat().st_size > 0 and (folder / "summary.md").exists()
 

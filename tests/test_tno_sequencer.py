@@ -71,7 +71,8 @@ def test_tno_sequencer_job(tiny):
     assert (t.completed == t.events).all()
     assert (t.p50_latency_ms >= 2 * 10.0 * 0.5).all()     # at least a client->server->client round trip
     free = t[t.capacity_per_s > 3 * t.rate_per_s]
-    assert np.allclose(free.throughput_per_s, free.rate_per_s, rtol=0.15)   # far from saturation: all get through
+    assert np.allclose(free.throughput_per_s, free.rate_per_s,
+                       rtol=0.15)   # far from saturation: all get through
     over = t[t.capacity_per_s < 0.5 * t.rate_per_s]
     assert len(over) > 0 and (over.throughput_per_s < 0.8 * over.rate_per_s).all()
     assert (over.mean_latency_ms > 2 * free.mean_latency_ms.max()).all()

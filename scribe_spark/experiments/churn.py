@@ -80,8 +80,8 @@ def _churn(p: ChurnParams, run: Run) -> None:
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df)
-    run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session {p.mean_session_s:.0f}s, "
-            f"epochs of {p.epoch_s:.0f}s")
+    run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session "
+            f"{p.mean_session_s:.0f}s, epochs of {p.epoch_s:.0f}s")
     lost: set[int] = set()
     rows = []
 
@@ -121,11 +121,13 @@ def _churn(p: ChurnParams, run: Run) -> None:
         want = closest.closest_live(ring, alive, topics.hi, topics.lo)
         wrong = now_roots[now_roots[NODE].to_numpy() != want[now_roots[TOPIC].to_numpy()]]
         if len(wrong):
-            raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
+            raise RuntimeError(
+                f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
         # 5. after repair and joins
         correct_after, hops_after, timeouts_after = _lookups(overlay, alive, p.lookups, rng)
         delivered_after, _ = _delivery(overlay, trees, subs, ~alive, lost)
-        rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving), "joined": len(xs),
+        rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving),
+                     "joined": len(xs),
                      "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
                      "timeouts_per_lookup_before_repair": timeouts_before,
                      "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
@@ -135,7 +137,8 @@ def _churn(p: ChurnParams, run: Run) -> None:
                      "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
                      "scribe_repair_messages": (fixed.counts["subscribe_messages"]
                                                 + fixed.counts["unsubscribe_messages"]),
-                     "join_messages": sum(join_counts.values()), "root_failovers": fixed.counts["root_failovers"],
+                     "join_messages": sum(join_counts.values()),
+                     "root_failovers": fixed.counts["root_failovers"],
                      "root_handoffs": handoffs, "topics_lost": len(lost)})
         r = rows[-1]
         run.log(f"epoch {e}: {r['left']} left, {r['joined']} joined, {r['members']} members; lookups correct "
@@ -145,17 +148,20 @@ def _churn(p: ChurnParams, run: Run) -> None:
     report.write_csv(table, run.path("churn.csv"))
     with report.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",
                        "time (s)", "share") as ax:
-        ax.plot(table.time_s, table.lookups_correct_before_repair, "-o", ms=3, label="lookups correct, before repair")
-        ax.plot(table.time_s, table.event_delivery_before_repair, "-s", ms=3, label="events delivered, before repair")
+        ax.plot(table.time_s, table.lookups_correct_before_repair, "-o", ms=3,
+                label="lookups correct, before repair")
+        ax.plot(table.time_s, table.event_delivery_before_repair, "-s", ms=3,
+                label="events delivered, before repair")
         ax.plot(table.time_s, table.lookups_correct_after_repair, "--", label="lookups correct, after repair")
         ax.plot(table.time_s, table.event_delivery_after_repair, ":", label="events delivered, after repair")
     run.path("summary.md").write_text(
-        f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), exponential sessions with mean "
-        f"{p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, {p.epochs} epochs of "
-        f"{p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions (newcomers do not subscribe); "
-        f"{p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the leaving nodes go silently at its start; "
-        "'before repair' is measured right then (a node that forwards to a dead node times out and picks "
-        "again; timeouts per lookup are counted, not as hops), 'after repair' once Pastry and Scribe have "
-        "repaired and the epoch's newcomers have joined. Event delivery = share of live "
-        "subscriptions joined to a live root by live tree edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
+        f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), exponential sessions "
+        f"with mean {p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, "
+        f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions "
+        f"(newcomers do not subscribe); {p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the "
+        "leaving nodes go silently at its start; 'before repair' is measured right then (a node that "
+        "forwards to a dead node times out and picks again; timeouts per lookup are counted, not as hops), "
+        "'after repair' once Pastry and Scribe have repaired and the epoch's newcomers have joined. Event "
+        "delivery = share of live subscriptions joined to a live root by live tree "
+        "edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
     overlay.state.unpersist()

@@ -30,7 +30,8 @@ TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
 
 def _row(phase: str, routed: pd.DataFrame, messages: int, failed: int) -> dict:
     return {"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
-            "correct_fraction": routed.correct.mean(), "repair_messages_per_failed_node": messages / max(1, failed),
+            "correct_fraction": routed.correct.mean(),
+            "repair_messages_per_failed_node": messages / max(1, failed),
             "timeouts_per_lookup": routed.timeouts.mean(), "rare_case_hops": int(routed.rare.sum()),
             "max_hops": int(routed.hops.max()), "mean_distance": routed.distance.mean()}
 
@@ -74,9 +75,12 @@ def run(p: PastryFailuresParams, run: Run) -> None:
             before = {c: lazy.counts[c] for c in TABLE_COUNTS[1:]}
             routed = lookups(f"after_repair pass {k}", lazy.overlay, ~dead, dead=dead, repair=lazy)
             step = {c: lazy.counts[c] - before[c] for c in before}
-            passes.append({"pass": k, "mean_hops": routed.hops.mean(), "correct_fraction": routed.correct.mean(),
-                           "timeouts_per_lookup": routed.timeouts.mean(), "entries_found_dead": step["table_met"],
-                           "entries_replaced": step["table_repaired"], "table_messages": step["table_messages"]})
+            passes.append({"pass": k, "mean_hops": routed.hops.mean(),
+                           "correct_fraction": routed.correct.mean(),
+                           "timeouts_per_lookup": routed.timeouts.mean(),
+                           "entries_found_dead": step["table_met"],
+                           "entries_replaced": step["table_repaired"],
+                           "table_messages": step["table_messages"]})
             if k == 1:
                 rows.append(_row("after_repair", routed,
                                  lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
@@ -84,30 +88,36 @@ def run(p: PastryFailuresParams, run: Run) -> None:
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("failures.csv"))
     repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
-                            "leaf_messages": counts["leaf_messages"], **{c: counts[c] for c in TABLE_COUNTS}}])
+                            "leaf_messages": counts["leaf_messages"],
+                            **{c: counts[c] for c in TABLE_COUNTS}}])
     report.write_csv(repair, run.path("repair.csv"))
     passes = pd.DataFrame(passes)
     if len(passes):
         report.write_csv(passes, run.path("lazy_passes.csv"))
-    with report.figure(run.path("failures.png"), f"{p.nodes} nodes, {p.fail_fraction:.0%} fail, {p.table_repair} "
+    with report.figure(run.path("failures.png"),
+                       f"{p.nodes} nodes, {p.fail_fraction:.0%} fail, {p.table_repair} "
                        "routing-table repair", "phase", "mean hops") as ax:
         bars = ax.bar(range(len(table)), table.mean_hops)
         for bar, frac, tmo in zip(bars, table.correct_fraction, table.timeouts_per_lookup):
             ax.annotate(f"{frac:.2%} correct\n{tmo:.3f} timeouts/lookup",
-                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=8)
         ax.set_xticks(range(len(table)), table.phase)
-    how = ("lazily: after each routing superstep, every entry a lookup found dead is repaired before the next "
-           f"superstep; `after_repair` is the first of {p.passes} passes of the same lookups (lazy_passes.csv)"
+    how = ("lazily: after each routing superstep, every entry a lookup found dead is repaired before the "
+           f"next superstep; `after_repair` is the first of {p.passes} passes of the same lookups "
+           "(lazy_passes.csv)"
            if p.table_repair == "lazy" else "eagerly: every dead entry, before the lookups")
     run.path("summary.md").write_text(
         f"# pastry_failures\n\n{p.nodes} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, {failed} nodes ({p.fail_fraction:.0%}) fail silently; {p.lookups:,} "
-        f"lookups of random keys from random surviving nodes, the same in every phase; seed {p.seed}. Correct = "
-        "delivered to the numerically closest live node (brute force). A node that forwards to a dead node times "
-        "out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule again. Repair: "
-        "leaf sets from the farthest live leaf on each short side (supersteps until no node is short); routing-table "
-        f"entries {how}. A dead entry (r, c) is repaired by asking row r's live entries, nearest first, until one "
-        "names a live node, then row r + 1's; 2 messages per question; entries with no live candidate become "
+        f"|M|={p.neighborhood}, {failed} nodes ({p.fail_fraction:.0%}) fail silently; {p.lookups:,} lookups "
+        f"of random keys from random surviving nodes, the same in every phase; seed {p.seed}. Correct = "
+        "delivered to the numerically closest live node (brute force). A node that forwards to a dead node "
+        "times out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule "
+        "again. Repair: leaf sets from the farthest live leaf on each short side (supersteps until no node "
+        f"is short); routing-table entries {how}. A dead entry (r, c) is repaired by asking row r's live "
+        "entries, nearest first, until one names a live node, then row r + 1's; 2 messages per question; "
+        "entries with no live candidate become "
         "empty.\n\n" + report.markdown_table(table, ".4f") + "\n\n## Repair\n\n"
         + report.markdown_table(repair, ".0f") + "\n"
-        + ("\n## Lazy repair, pass by pass\n\n" + report.markdown_table(passes, ".4f") + "\n" if len(passes) else ""))
+        + ("\n## Lazy repair, pass by pass\n\n" + report.markdown_table(passes, ".4f") + "\n"
+           if len(passes) else ""))

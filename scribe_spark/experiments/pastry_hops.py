@@ -29,7 +29,8 @@ def run(p: PastryHopsParams, run: Run) -> None:
     hops_rows, dist_rows, time_rows, hist, routes, nodes = [], [], [], {}, [], []
     for n in p.nodes:
         # built once per size, and only if a point of that size was not saved by an interrupted run
-        ring = functools.cache(functools.partial(make_ring, n, p, np.random.default_rng([p.seed, n]), routers, matrix))
+        ring = functools.cache(functools.partial(make_ring, n, p, np.random.default_rng([p.seed, n]), routers,
+                                                 matrix))
         for mode in MODES:
             pt = run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode))
             if mode == "proximity":
@@ -65,7 +66,8 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
             f"relative distance {agg['rel']:.3f} (build {t_build:.1f}s, route {t_route:.1f}s)")
     pt = {"hops": {"nodes": n, "lookups": agg["count"], "mean_hops": agg["mean"], "max_hops": agg["max"],
                    "log_2b_n": math.log(n, 2 ** p.b), "bound": math.ceil(math.log(n, 2 ** p.b)) + 1},
-          "hist": routed.groupBy("hops").count().toPandas().sort_values("hops") if mode == "proximity" else None,
+          "hist": (routed.groupBy("hops").count().toPandas().sort_values("hops")
+                   if mode == "proximity" else None),
           "dist": {"nodes": n, "mode": mode, "proximity": p.proximity, "mean_relative_distance": agg["rel"],
                    "mean_hops": agg["mean"], "rare_case_hops": agg["rare"]},
           "time": {"nodes": n, "mode": mode, "build_s": round(t_build, 2), "route_s": round(t_route, 2),

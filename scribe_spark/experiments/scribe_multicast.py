@@ -37,10 +37,12 @@ def workload(p: ScribeParams, rng: np.random.Generator):
 
 def gate(spark, topics: tp.Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
     """Apply the credential check in Spark; return (accepted (topic, node) frame, refused count)."""
-    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64), "acl": topics.cred}))
+    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
+                                              "acl": topics.cred}))
     req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
                                               "cred": cred}))
-    checked = req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl")).localCheckpoint()
+    checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
+               .localCheckpoint())
     refused = checked.where(~F.col("ok")).count()
     accepted = checked.where("ok").select(TOPIC, NODE).distinct().localCheckpoint()
     return accepted, refused
@@ -80,7 +82,9 @@ def run(p: ScribeParams, run: Run) -> None:
     t0 = time.time()
     # publish: each topic's publisher (a random node) routes its event to the root ...
     publisher = np.random.default_rng([p.seed, p.nodes, 3]).integers(0, p.nodes, p.topics)
-    to_root = ov.route(overlay, ov.messages_frame(spark, publisher, topics.hi, topics.lo)).toPandas().sort_values("mid")
+    to_root = ov.route(overlay,
+                       ov.messages_frame(spark, publisher, topics.hi,
+                                         topics.lo)).toPandas().sort_values("mid")
     roots = trees.roots.toPandas().set_index(TOPIC).node
     if not (to_root.dest.to_numpy() == roots.reindex(range(p.topics)).to_numpy()).all():
         raise RuntimeError("a PUBLISH routed to a node other than its topic's root")
@@ -130,7 +134,8 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     ns_rows = []
     for col, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
         v = stress[col].to_numpy()
-        ns_rows.append({"metric": label, "mean_all_nodes": v.sum() / n, "mean_nonzero": v.mean() if len(v) else 0.0,
+        ns_rows.append({"metric": label, "mean_all_nodes": v.sum() / n,
+                        "mean_nonzero": v.mean() if len(v) else 0.0,
                         "max": int(v.max()) if len(v) else 0, "nodes_nonzero": len(v), "nodes": n})
     node_stress = pd.DataFrame(ns_rows)
     report.write_csv(node_stress, run.path("node_stress.csv"))
@@ -143,7 +148,8 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     ls_rows, ls_dist = [], []
     for scheme, df in links.items():
         c = df.copies.to_numpy()
-        ls_rows.append({"scheme": scheme, "mean": c.mean() if len(c) else 0.0, "max": int(c.max()) if len(c) else 0,
+        ls_rows.append({"scheme": scheme, "mean": c.mean() if len(c) else 0.0,
+                        "max": int(c.max()) if len(c) else 0,
                         "links_used": len(c), "links_total": n_links, "total_copies": int(c.sum())})
         vals, cnt = np.unique(c, return_counts=True)
         ls_dist.append(pd.DataFrame({"scheme": scheme, "copies": vals, "links": cnt}))
@@ -186,13 +192,16 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
         {"metric": "topics forwarded per node: mean (all nodes) / max",
          "value": f"{node_stress.mean_all_nodes[0]:.2f} / {node_stress['max'][0]}"},
         *[{"metric": f"link stress {r.scheme}: mean / max (links used)",
-           "value": f"{r.mean:.2f} / {r.max} ({r.links_used} of {r.links_total})"} for r in link_stress.itertuples()],
+           "value": f"{r.mean:.2f} / {r.max} ({r.links_used} of "
+                    f"{r.links_total})"} for r in link_stress.itertuples()],
         {"metric": "tree depth: mean / max", "value": f"{shape.depth.mean():.2f} / {shape.depth.max()}"},
-        {"metric": "root fan-out: mean / max", "value": f"{shape.root_fanout.mean():.2f} / {shape.root_fanout.max()}"},
+        {"metric": "root fan-out: mean / max",
+         "value": f"{shape.root_fanout.mean():.2f} / {shape.root_fanout.max()}"},
         {"metric": "requests refused (wrong credentials): subscribe / publish",
          "value": f"{refused['subscribe_refused']} / {refused['publish_refused']}"},
     ])
-    sizes = "group size %d" % p.group_size if p.group_size else f"size of rank r = floor(N r^-{p.size_exponent} + 0.5)"
+    sizes = ("group size %d" % p.group_size if p.group_size
+             else f"size of rank r = floor(N r^-{p.size_exponent} + 0.5)")
     run.path("summary.md").write_text(
         f"# {run.name}\n\n{n:,} Scribe nodes on a transit-stub network of {p.topology.routers:,} routers, "
         f"{p.topics:,} topics ({sizes}), {n_subs:,} subscriptions, {n_edges:,} tree edges, seed {p.seed}.\n"

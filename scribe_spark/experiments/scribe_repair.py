@@ -47,11 +47,13 @@ def phase_of(rounds: np.ndarray, fail_round: int, timeout: int) -> np.ndarray:
     return np.where(rounds < fail_round, "before", np.where(rounds < fail_round + timeout, "during", "after"))
 
 
-def measure(log: pd.DataFrame, pub: np.ndarray, subs: pd.DataFrame, fail_round: int, timeout: int) -> pd.DataFrame:
+def measure(log: pd.DataFrame, pub: np.ndarray, subs: pd.DataFrame, fail_round: int,
+            timeout: int) -> pd.DataFrame:
     """Return per phase: events, expected and delivered deliveries, ratios, loss, lateness and order."""
     log = log.copy()
     log["phase"] = phase_of(log.published.to_numpy(), fail_round, timeout)
-    # order: per subscriber, sequence numbers must rise strictly in delivery order (no reordering, no duplicates)
+    # order: per subscriber, sequence numbers must rise strictly in delivery order (no reordering, no
+    # duplicates)
     back = log.groupby([TOPIC, NODE], sort=False).seq.diff().fillna(1) <= 0
     log["bad"] = back
     per_topic = pd.DataFrame({TOPIC: np.arange(pub.shape[0])})
@@ -100,12 +102,13 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     trees = tr.subscribe(overlay, topics, subs_df)
     roots = trees.roots.toPandas().set_index(TOPIC)[NODE].reindex(range(p.topics)).to_numpy()
-    run.log(f"{p.nodes} nodes, {p.topics} topics, {len(sub_t)} subscriptions: trees built ({time.time() - t0:.1f}s)")
+    run.log(f"{p.nodes} nodes, {p.topics} topics, {len(sub_t)} subscriptions: trees built "
+            f"({time.time() - t0:.1f}s)")
 
     dead, publisher = choose_failures(p, roots, rng)
     pub = rng.random((p.topics, p.rounds)) < p.publish_probability
-    run.log(f"{int(dead.sum())} nodes fail at round {p.fail_round}, including {int(dead[roots].sum())} topic roots; "
-            f"detection after {p.timeout} rounds")
+    run.log(f"{int(dead.sum())} nodes fail at round {p.fail_round}, including {int(dead[roots].sum())} topic "
+            f"roots; detection after {p.timeout} rounds")
 
     t0 = time.time()
     repaired, pastry_counts = fl.repair(overlay, dead)
@@ -118,7 +121,8 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     repair_s = time.time() - t0
     asked = fixed.handled.toPandas()     # the subscribeHandler's retransmission requests, one per graft
     if not (asked.above.to_numpy() == last["last"].to_numpy()[asked[TOPIC].to_numpy()]).all():
-        raise RuntimeError("a repair SUBSCRIBE reached its graft point without the orphans' last sequence number")
+        raise RuntimeError(
+            "a repair SUBSCRIBE reached its graft point without the orphans' last sequence number")
 
     live = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     live = live[~dead[live[NODE].to_numpy()]].reset_index(drop=True)
@@ -146,10 +150,12 @@ def run(p: ScribeRepairParams, run: Run) -> None:
         return counts.reindex(range(p.topics), fill_value=0).to_numpy()
 
     e_before = edge_counts(trees.edges)
-    e_during = edge_counts(trees.edges.join(spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)})), "dst"))
+    live = spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)}))
+    e_during = edge_counts(trees.edges.join(live, "dst"))
     e_after = edge_counts(fixed.trees.edges)
     phase = phase_of(np.arange(p.rounds), p.fail_round, p.timeout)
-    per_phase_edges = np.stack([{"before": e_before, "during": e_during, "after": e_after}[ph] for ph in phase], axis=1)
+    per_phase_edges = np.stack([{"before": e_before, "during": e_during,
+                                 "after": e_after}[ph] for ph in phase], axis=1)
     heartbeats = int(((~pub) * per_phase_edges).sum())
     c = fixed.counts
     messages = pd.DataFrame([
@@ -163,45 +169,51 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     repair = pd.DataFrame([{"failed_nodes": failed, "failed_roots": int(root_dead.sum()), **c,
                             "scribe_repair_messages_per_failed_node":
                                 (c["subscribe_messages"] + c["unsubscribe_messages"]) / max(1, failed),
-                            "disconnected_subscribers": int((~live.joined).sum()), "live_subscribers": len(live),
+                            "disconnected_subscribers": int((~live.joined).sum()),
+                            "live_subscribers": len(live),
                             "detection_rounds": p.timeout}])
     report.write_csv(table, run.path("repair.csv"))
     report.write_csv(rounds, run.path("rounds.csv"))
     report.write_csv(messages, run.path("messages.csv"))
     report.write_csv(repair, run.path("tree_repair.csv"))
     report.write_csv(fixed.failover, run.path("failover.csv"))
-    report.write_csv(pd.DataFrame([{"phase": "repair_s", "seconds": round(repair_s, 2)}]), run.path("timings.csv"))
+    report.write_csv(pd.DataFrame([{"phase": "repair_s", "seconds": round(repair_s, 2)}]),
+                     run.path("timings.csv"))
     _plots(p, run, rounds)
     _summary(p, run, table, repair, messages, fixed.failover)
     overlay.unpersist()
 
 
 def _plots(p: ScribeRepairParams, run: Run, rounds: pd.DataFrame) -> None:
-    with report.figure(run.path("delivery_by_round.png"), f"{p.nodes} nodes, {p.fail_fraction:.0%} fail at round "
+    with report.figure(run.path("delivery_by_round.png"),
+                       f"{p.nodes} nodes, {p.fail_fraction:.0%} fail at round "
                        f"{p.fail_round}", "publish round", "share of deliveries") as ax:
         for mode, style in zip(MODES, ("-o", "--s")):
             r = rounds[rounds["mode"] == mode]
             ax.plot(r["round"], r.delivered_fraction, style, ms=3, label=f"{mode}: delivered")
         r = rounds[rounds["mode"] == "plain"]
         ax.plot(r["round"], r.on_time_fraction, ":", label="on time (both)")
-        ax.axvspan(p.fail_round - 0.5, p.fail_round + p.timeout - 0.5, color="grey", alpha=0.15, label="outage")
+        ax.axvspan(p.fail_round - 0.5, p.fail_round + p.timeout - 0.5, color="grey", alpha=0.15,
+                   label="outage")
         ax.set_ylim(bottom=0)
 
 
 def _summary(p, run, table, repair, messages, failover) -> None:
     run.path("summary.md").write_text(
-        f"# scribe_repair\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), {p.topics} topics "
-        f"(sizes floor(N r^-{p.size_exponent} + 0.5)), seed {p.seed}. Rounds of one heartbeat period; each topic "
-        f"publishes with probability {p.publish_probability} per round. {int(repair.failed_nodes[0])} nodes "
-        f"({p.fail_fraction:.0%}, including {int(repair.failed_roots[0])} roots; publishers never fail) fail at the "
-        f"start of round {p.fail_round}; children detect after {p.timeout} missed heartbeats, so repair takes effect "
-        f"in round {p.fail_round + p.timeout}. Phases are by publish round: before [0, {p.fail_round}), during "
-        f"[{p.fail_round}, {p.fail_round + p.timeout}), after. Reliable extension: buffers of {p.buffer} events, "
-        f"root state replicated on the {p.replicas} nodes of the root's leaf set nearest the topicId. "
-        "Ratios are over subscribers that stay alive; order "
-        "is checked on the delivery log (sequence numbers must rise strictly per subscriber).\n\n"
+        f"# scribe_repair\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), {p.topics} "
+        f"topics (sizes floor(N r^-{p.size_exponent} + 0.5)), seed {p.seed}. Rounds of one heartbeat period; "
+        f"each topic publishes with probability {p.publish_probability} per round. "
+        f"{int(repair.failed_nodes[0])} nodes ({p.fail_fraction:.0%}, including "
+        f"{int(repair.failed_roots[0])} roots; publishers never fail) fail at the start of round "
+        f"{p.fail_round}; children detect after {p.timeout} missed heartbeats, so repair takes effect in "
+        f"round {p.fail_round + p.timeout}. Phases are by publish round: before [0, {p.fail_round}), during "
+        f"[{p.fail_round}, {p.fail_round + p.timeout}), after. Reliable extension: buffers of {p.buffer} "
+        f"events, root state replicated on the {p.replicas} nodes of the root's leaf set nearest the "
+        "topicId. Ratios are over subscribers that stay alive; order is checked on the delivery log "
+        "(sequence numbers must rise strictly per subscriber).\n\n"
         + report.markdown_table(table, ".4f") + "\n\n## Tree repair\n\n"
-        + report.markdown_table(repair.T.reset_index().rename(columns={"index": "quantity", 0: "value"}), ".3f")
+        + report.markdown_table(repair.T.reset_index().rename(columns={"index": "quantity", 0: "value"}),
+                                ".3f")
         + "\n\n## Messages\n\n" + report.markdown_table(messages, ".0f")
         + f"\n\n## Root failovers\n\n{len(failover)} topics changed root; "
         f"{int((~failover.replicated).sum())} new roots lacked the replicated state (topic lost).\n")

@@ -45,7 +45,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     for c, t in zip(sub_c, sub_t):
         subs[int(c)].add(int(t))
     changers = rng.choice(p.clients, p.subscription_changes, replace=False)
-    later = {int(c): set(rng.choice(p.topics, 2, replace=False, p=probs).tolist()) - subs[int(c)] for c in changers}
+    later = {int(c): set(rng.choice(p.topics, 2, replace=False,
+                                    p=probs).tolist()) - subs[int(c)] for c in changers}
     later = {c: t for c, t in later.items() if t}
     everyone = {c: subs[c] | later.get(c, set()) for c in subs}
     topics = tp.create([f"topic-{r}" for r in range(1, p.topics + 1)], ["tno"] * p.topics, secret=p.seed)
@@ -53,8 +54,10 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     # the ENS: Scribe trees for every subscription that exists at any time during the run
     t0 = time.time()
     pairs = [(t, int(client_nodes[c])) for c, ts in everyone.items() for t in ts]
-    trees = tr.subscribe(overlay, topics, tr.subscriptions_frame(spark, [a for a, _ in pairs], [b for _, b in pairs]))
-    edges = trees.edges.toPandas().sort_values(["topic", "src"]).reset_index(drop=True)  # row order drives jitter draws
+    trees = tr.subscribe(overlay, topics,
+                         tr.subscriptions_frame(spark, [a for a, _ in pairs], [b for _, b in pairs]))
+    # row order drives the jitter draws
+    edges = trees.edges.toPandas().sort_values(["topic", "src"]).reset_index(drop=True)
     roots = dict(zip(*trees.roots.toPandas()[["topic", "node"]].T.values))
     src = np.repeat(client_nodes, p.topics)
     key_t = np.tile(np.arange(p.topics), p.clients)
@@ -87,7 +90,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         sim_rng = np.random.default_rng([p.seed, 9])
         unreliable = scenario == "tno_unreliable"
         seq = Sequencer(sg, rank)
-        place = contiguous_placement(list(range(p.topics)), p.servers, list(range(p.clients)), p.regions, sim_rng)
+        place = contiguous_placement(list(range(p.topics)), p.servers, list(range(p.clients)), p.regions,
+                                     sim_rng)
         subscribers = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
                                      ttl=p.ttl_ms if unreliable else None,
                                      buffer_size=p.buffer_size if unreliable else None) for c in subs}
@@ -109,7 +113,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                      "subscriber_pairs": res.subscriber_pairs, "violating_pairs": res.violating_pairs,
                      "inverted_event_pairs": res.inverted_event_pairs, "undelivered": res.undelivered,
                      "out_of_order_tags": int(sum(e[2] for s in subscribers.values() for e in s.log)),
-                     "lost": sim.stats.lost, "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
+                     "lost": sim.stats.lost,
+                     "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
                      "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
                      "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency))})
         run.log(f"{scenario}: {res.violating_pairs} violating subscriber pairs of {res.subscriber_pairs}, "
@@ -123,14 +128,15 @@ def run(p: TnoOrderingParams, run: Run) -> None:
             v = np.sort(delays[scenario])
             if len(v) and scenario != "no_ordering":
                 ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=scenario)
-    with report.figure(run.path("violations.png"), "Subscriber pairs that saw common events in different orders",
+    with report.figure(run.path("violations.png"),
+                       "Subscriber pairs that saw common events in different orders",
                        "scenario", "violating subscriber pairs") as ax:
         ax.bar(range(len(table)), table.violating_pairs)
         ax.set_xticks(range(len(table)), table.scenario, rotation=15)
     run.path("summary.md").write_text(
         f"# tno_ordering\n\n{p.clients} subscribers (of {p.nodes} Scribe nodes), {p.topics} topics "
         f"({p.popularity} popularity, {p.topics_per_client} topics each), {p.events} events at {p.rate:g}/s, "
-        f"per-hop jitter ±{p.jitter:.0%}, {len(later)} subscription changes, loss {p.loss:.0%} in the unreliable "
-        f"run (TTL {p.ttl_ms:g} ms, buffer {p.buffer_size}), {'causal' if p.causal else 'TNO'} sequencing groups, "
-        f"seed {p.seed}. TNO is checked, not assumed: every pair of subscribers, every pair of events both "
-        "were notified of.\n\n" + report.markdown_table(table, ".1f") + "\n")
+        f"per-hop jitter ±{p.jitter:.0%}, {len(later)} subscription changes, loss {p.loss:.0%} in the "
+        f"unreliable run (TTL {p.ttl_ms:g} ms, buffer {p.buffer_size}), {'causal' if p.causal else 'TNO'} "
+        f"sequencing groups, seed {p.seed}. TNO is checked, not assumed: every pair of subscribers, every "
+        "pair of events both were notified of.\n\n" + report.markdown_table(table, ".1f") + "\n")

@@ -77,7 +77,8 @@ def measure(sim: Simulation, duration_s: float) -> dict:
     return {"events": sim.requests, "completed": len(lat), "mean_latency_ms": lat.mean(),
             "p50_latency_ms": np.percentile(lat, 50), "p95_latency_ms": np.percentile(lat, 95),
             "p99_latency_ms": np.percentile(lat, 99), "max_latency_ms": lat.max(),
-            "throughput_per_s": in_window / (duration_s / 2), "inter_server_bytes": sum(sim.stats.bytes_out.values())}
+            "throughput_per_s": in_window / (duration_s / 2),
+            "inter_server_bytes": sum(sim.stats.bytes_out.values())}
 
 
 def _outcome(sim: Simulation, duration_s: float) -> dict:
@@ -106,8 +107,8 @@ def run(p: TnoSequencerParams, run: Run) -> None:
         profile = chain_profile(Sequencer(sg, rank), place.server_of, probs)
         visits = profile.pop("tm_visits")
         run.log(f"{model}: groups ready ({len(sub):,} subscriptions); an event visits "
-                f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} timestamp stages) "
-                f"on {profile['mean_servers_visited']:.2f} servers, timestamps of "
+                f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} timestamp "
+                f"stages) on {profile['mean_servers_visited']:.2f} servers, timestamps of "
                 f"{profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
         points = [("rate", r, p.service_ms) for r in p.rates]
         points += [("service", max(p.rates), s) for s in p.service_sweep_ms]
@@ -115,8 +116,9 @@ def run(p: TnoSequencerParams, run: Run) -> None:
             t0 = time.time()
             # both sweeps share the point (max rate, service_ms): same key, simulated once
             sim = run.point(f"{model} rate={rate:g} service={service:g}",
-                            lambda: _outcome(simulate(sg, rank, place, probs, rate, p.duration_s, service, p.clients,
-                                                      [p.seed, m, int(rate), int(service * 1e6)]), p.duration_s))
+                            lambda: _outcome(simulate(sg, rank, place, probs, rate, p.duration_s, service,
+                                                      p.clients, [p.seed, m, int(rate), int(service * 1e6)]),
+                                             p.duration_s))
             capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
             row = {"popularity": model, "sweep": sweep, "rate_per_s": rate, "service_ms": service,
                    **sim["measured"], "capacity_per_s": capacity, **profile}
@@ -144,7 +146,8 @@ def run(p: TnoSequencerParams, run: Run) -> None:
 
 def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latencies: dict, run: Run) -> None:
     rate = table[table.sweep == "rate"]
-    with report.figure(run.path("latency_vs_rate.png"), f"Timestamp latency (service {p.service_ms:g} ms per stage)",
+    with report.figure(run.path("latency_vs_rate.png"),
+                       f"Timestamp latency (service {p.service_ms:g} ms per stage)",
                        "event rate (events/s)", "latency (ms)") as ax:
         for model in p.popularity:
             t = rate[rate.popularity == model]
@@ -158,7 +161,8 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
                 v = np.sort(v)
                 ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=f"{model}, {r:g}/s")
     svc = table[table.sweep == "service"]
-    with report.figure(run.path("throughput_vs_service.png"), f"Throughput at {max(p.rates):g} events/s offered",
+    with report.figure(run.path("throughput_vs_service.png"),
+                       f"Throughput at {max(p.rates):g} events/s offered",
                        "service time per timestamp stage (ms)", "events/s") as ax:
         for model in p.popularity:
             t = svc[svc.popularity == model]
@@ -168,8 +172,8 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
                     label=f"{model}: predicted capacity")
         ax.axhline(max(p.rates), color="grey", linewidth=0.8, label="offered")
         ax.set_yscale("log")
-    with report.figure(run.path("bandwidth_share.png"), "Share of inter-server bandwidth per server", "server",
-                       "share of inter-server bytes") as ax:
+    with report.figure(run.path("bandwidth_share.png"), "Share of inter-server bandwidth per server",
+                       "server", "share of inter-server bytes") as ax:
         width = 0.8 / max(1, len(p.popularity))
         for i, model in enumerate(p.popularity):
             t = bw[bw.popularity == model]
@@ -180,16 +184,17 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:
     cols = ["popularity", "sweep", "rate_per_s", "service_ms", "events", "mean_latency_ms", "p99_latency_ms",
             "throughput_per_s", "capacity_per_s"]
-    shape = table.groupby("popularity", sort=False)[["mean_tms_visited", "mean_timestamp_stages",
-                                                     "mean_servers_visited", "mean_timestamp_entries"]].first()
+    cols = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries"]
+    shape = table.groupby("popularity", sort=False)[cols].first()
     run.path("summary.md").write_text(
-        f"# tno_sequencer\n\n{p.servers} servers x {p.topics // p.servers} TMs (contiguous ranges of the precedence "
-        f"order, precedence {p.precedence}), {p.clients} clients with {p.topics_per_client} topics each, "
-        f"{p.regions} regions (short links 10 ± 2 ms, long 100 ± 10 ms), {p.duration_s:g} s of publications per "
-        f"point, {'causal' if p.causal else 'TNO'} sequencing groups, seed {p.seed}. Latency: request sent by "
-        "the client until the finished timestamp is back at the client. Throughput: completions per second "
-        "over the second half of the run; capacity: 1 / (service time x the largest expected number of "
-        "timestamp stages per event at one TM), predicted from the chains alone.\n\n"
-        "## Chains (expected per event)\n\n" + report.markdown_table(shape.reset_index(), ".2f") +
+        f"# tno_sequencer\n\n{p.servers} servers x {p.topics // p.servers} TMs (contiguous ranges of the "
+        f"precedence order, precedence {p.precedence}), {p.clients} clients with {p.topics_per_client} "
+        f"topics each, {p.regions} regions (short links 10 ± 2 ms, long 100 ± 10 ms), {p.duration_s:g} s of "
+        f"publications per point, {'causal' if p.causal else 'TNO'} sequencing groups, seed {p.seed}. "
+        "Latency: request sent by the client until the finished timestamp is back at the client. "
+        "Throughput: completions per second over the second half of the run; capacity: 1 / (service time x "
+        "the largest expected number of timestamp stages per event at one TM), predicted from the chains "
+        "alone.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape.reset_index(), ".2f") +
         "\n\n## Latency and throughput\n\n" + report.markdown_table(table[cols], ".1f") +
-        f"\n\n## Inter-server bandwidth at {max(p.rates):g} events/s\n\n" + report.markdown_table(bw, ".3f") + "\n")
+        f"\n\n## Inter-server bandwidth at {max(p.rates):g} events/s\n\n"
+        + report.markdown_table(bw, ".3f") + "\n")

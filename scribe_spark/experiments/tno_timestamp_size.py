@@ -48,7 +48,8 @@ def run(p: TnoSizeParams, run: Run) -> None:
         run.log(f"{model}: Zipf exponent {zipf_exponent(p.topics, POPULARITY[model]):.4f} "
                 f"(top {POPULARITY[model]:.1%} of topics draw 80% of picks)")
         for k in p.topics_per_client:
-            rows.append(run.point(f"{model} topics_per_client={k}", lambda: _measure(spark, p, run, model, probs, k)))
+            rows.append(run.point(f"{model} topics_per_client={k}",
+                                  lambda: _measure(spark, p, run, model, probs, k)))
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("timestamp_size.csv"))
     for weighted, suffix in ((False, ""), (True, "_weighted")):
@@ -62,9 +63,9 @@ def run(p: TnoSizeParams, run: Run) -> None:
             ax.set_xscale("log")
     variant = "causal (one shared subscription)" if p.causal else "TNO (two shared subscriptions)"
     run.path("summary.md").write_text(
-        f"# tno_timestamp_size\n\n{p.clients:,} clients, {p.topics:,} topics, sequencing groups of the {variant} "
-        f"variant, seed {p.seed}. Popularity is Zipf over topic rank, calibrated so that the top 0.5% "
-        "(skewed) or 40% (spread) of topics draw 80% of the picks; each client's topics are distinct "
+        f"# tno_timestamp_size\n\n{p.clients:,} clients, {p.topics:,} topics, sequencing groups of the "
+        f"{variant} variant, seed {p.seed}. Popularity is Zipf over topic rank, calibrated so that the top "
+        "0.5% (skewed) or 40% (spread) of topics draw 80% of the picks; each client's topics are distinct "
         "(weighted sampling without replacement), so at high topics-per-client the realised picks are "
-        "flatter than the Zipf law. Weighted statistics weight each topic by its publication probability "
-        "(= its popularity).\n\n" + report.markdown_table(table, ".2f") + "\n")
+        "flatter than the Zipf law. Weighted statistics weight each topic by its publication probability (= "
+        "its popularity).\n\n" + report.markdown_table(table, ".2f") + "\n")

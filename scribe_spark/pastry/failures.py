@@ -72,7 +72,8 @@ def leaf_set_layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.nd
 
 
 def state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(leaf), list_array(rt), list_array(nbr)],
+    return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(leaf), list_array(rt),
+                                       list_array(nbr)],
                                       schema=arrow_schema(STATE_SCHEMA))
 
 
@@ -128,12 +129,14 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
                     if len(side) < half and (side or other):
                         out_me.append(m)   # ask the farthest live member on that side (else on the other)
                         out_c.append(side[-1] if side else other[-1])
-            yield pa.RecordBatch.from_arrays([pa.array(out_me, pa.int64()), pa.array(out_c, pa.int64())], schema=schema)
+            yield pa.RecordBatch.from_arrays([pa.array(out_me, pa.int64()), pa.array(out_c, pa.int64())],
+                                             schema=schema)
     return _
 
 
 def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
-    schema = pa.schema([(ID, pa.int64(), False), ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
+    schema = pa.schema([(ID, pa.int64(), False),
+                        ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value
@@ -161,16 +164,19 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
                                   T.StructField("new_leaf", T.ArrayType(T.LongType(), False), False)])
 
     def requests(state: DataFrame) -> DataFrame:
-        """A node whose leaf set names a dead node asks the live node farthest on that side for its leaf set."""
-        return state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc), "id long, contact long")
+        """A node whose leaf set names a dead one asks the farthest live one on that side for its leaf set."""
+        return state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc),
+                                                   "id long, contact long")
 
     def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
-        """Contacts reply with their leaf sets; each asker merges them into its own and asks again if need be."""
+        """Contacts reply with their leaf sets; each asker merges them, asking again if need be."""
         nonlocal state, messages
         messages += 2 * n   # a request and its reply
-        replies = (inflight.join(state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf")), "contact")
-                   .groupBy(ID).agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
-        merged = replies.join(state.select(ID, "leaf"), ID).mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc),
+        contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
+        replies = (inflight.join(contacts, "contact").groupBy(ID)
+                   .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
+        merged = replies.join(state.select(ID, "leaf"),
+                              ID).mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc),
                                                                       new_leaf_type)
         state = (state.join(merged, ID, "left")
                  .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
@@ -187,7 +193,8 @@ def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> 
         ring = ring_bc.value
         for col in batch_columns(batches):
             d = ring.prox.dist(col[a].to_numpy().astype(np.int64), col[b].to_numpy().astype(np.int64))
-            yield pa.RecordBatch.from_arrays([col[f.name] for f in schema.fields[:-1]] + [pa.array(d)], schema=out)
+            yield pa.RecordBatch.from_arrays([col[f.name] for f in schema.fields[:-1]] + [pa.array(d)],
+                                             schema=out)
     return _
 
 
@@ -221,15 +228,17 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     messages = 0
 
     def ask(todo: DataFrame, k: int, n: int) -> bsp.Superstep:
-        """Superstep k asks the live entries of row r + k - 1 for their entry at the hole's slot, nearest first."""
+        """Superstep k asks row r + k - 1's live entries for their entry at the hole's slot, nearest first."""
         nonlocal messages
         shift = k - 1
-        contacts = (todo.join(live_slots.select(ID, (F.col("row") - shift).alias("row"), F.col("pos").alias("cpos"),
+        contacts = (todo.join(live_slots.select(ID, (F.col("row") - shift).alias("row"),
+                                                F.col("pos").alias("cpos"),
                                                 F.col("entry").alias("contact")), [ID, "row"])
                     .where(F.col("cpos") != F.col("pos")))
         asked = (contacts.join(slots.select(F.col(ID).alias("contact"), "pos", F.col("entry").alias("cand")),
                                ["contact", "pos"], "left")
-                 .withColumn("ok", F.col("cand").isNotNull() & (F.col("cand") >= 0) & (F.col("cand") != F.col(ID))))
+                 .withColumn("ok",
+                             F.col("cand").isNotNull() & (F.col("cand") >= 0) & (F.col("cand") != F.col(ID))))
         asked = asked.join(dead_df, asked.cand == dead_df.dead, "left").withColumn(
             "ok", F.col("ok") & F.col("dead").isNull()).drop("dead")
         asked = _with_distance(asked, overlay.ring_bc, ID, "contact", "cdist").localCheckpoint()
@@ -245,7 +254,8 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     # ask row r, then row r + 1: two rounds by design; holes neither fills stay empty
     with contextlib.nullcontext() if met is None else bsp.quiet():
         out = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2)
-    fix = out.emitted.get("found", holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
+    fix = out.emitted.get("found",
+                          holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
     upd = (holes.join(fix, [ID, "pos"], "left")
            .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
     repaired = int((upd.entry >= 0).sum())
@@ -273,12 +283,13 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
             for i in np.flatnonzero(end > first):
                 rv[ro[i] + u_pos[first[i]:end[i]]] = u_entry[first[i]:end[i]]
             rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv))
-            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]], schema=arrow_schema(STATE_SCHEMA))
+            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]],
+                                             schema=arrow_schema(STATE_SCHEMA))
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()
 
 
 def repair(overlay: Overlay, dead: np.ndarray) -> tuple[Overlay, dict]:
-    """Repair leaf sets then every dead routing-table entry (eager); return the repaired overlay and counts."""
+    """Repair leaf sets, then every dead routing-table entry (eager); return the new overlay and counts."""
     state, leaf_msgs = repair_leaf_sets(overlay, dead)
     state, rt = repair_routing_tables(overlay, state, dead)
     repaired = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
@@ -288,7 +299,7 @@ def repair(overlay: Overlay, dead: np.ndarray) -> tuple[Overlay, dict]:
 
 
 class LazyRepair:
-    """Pastry's repair after failures: leaf sets at once (eager), routing-table entries when routes find them dead.
+    """Pastry's repair after failures: leaf sets at once, routing-table entries when routes find them dead.
 
     `LazyRepair(overlay, dead)` repairs the leaf sets; `.overlay` then still holds the dead
     routing-table entries (the nodes do not know them). Route with

@@ -52,7 +52,8 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
     local = np.arange(len(members))
 
     def to_full(lists: list) -> list[np.ndarray]:
-        return [members[np.asarray(x, dtype=np.int64)] if len(x) else np.asarray(x, dtype=np.int64) for x in lists]
+        return [members[np.asarray(x, dtype=np.int64)] if len(x) else np.asarray(x, dtype=np.int64)
+                for x in lists]
 
     rt = [np.where(np.asarray(r) >= 0, members[np.maximum(np.asarray(r, dtype=np.int64), 0)], -1)
           for r in kernels.routing_tables(sub, local, "proximity", 0)]
@@ -66,14 +67,16 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
 def _valid(ring: Ring, x: int, cand: np.ndarray, r: int, c: int) -> np.ndarray:
     """Which candidates may fill X's routing-table entry (r, c): r shared digits and digit c at r."""
     n = len(cand)
-    pre = ids.shared_prefix_digits(ring.hi[cand], ring.lo[cand], np.full(n, ring.hi[x]), np.full(n, ring.lo[x]), ring.b)
+    pre = ids.shared_prefix_digits(ring.hi[cand], ring.lo[cand], np.full(n, ring.hi[x]),
+                                   np.full(n, ring.lo[x]), ring.b)
     return (pre == r) & (ids.digit(ring.hi[cand], ring.lo[cand], r, ring.b) == c) & (cand != x)
 
 
 def _entry_of(ring: Ring, me: int, y: np.ndarray) -> np.ndarray:
     """Routing-table slot of node(s) y in me's table: r * 2^b + digit r of y, r = shared digits."""
     n = len(y)
-    r = ids.shared_prefix_digits(ring.hi[y], ring.lo[y], np.full(n, ring.hi[me]), np.full(n, ring.lo[me]), ring.b)
+    r = ids.shared_prefix_digits(ring.hi[y], ring.lo[y], np.full(n, ring.hi[me]), np.full(n, ring.lo[me]),
+                                 ring.b)
     r = np.minimum(r, ring.digits - 1)
     return r * (1 << ring.b) + ids.digit(ring.hi[y], ring.lo[y], r, ring.b)
 
@@ -134,7 +137,8 @@ def _update_task(ring_bc, absent_bc) -> Callable:
                     table = np.concatenate([table, np.full((slot.max() // cols + 1) * cols - len(table), -1)])
                 dm = ring.prox.dist(np.full(len(new), m), new)
                 for s, y, d in zip(slot, new, dm):
-                    if s < len(table) and (table[s] < 0 or d < ring.prox.dist(np.array([m]), table[s:s + 1])[0]):
+                    if s < len(table) and (table[s] < 0
+                                           or d < ring.prox.dist(np.array([m]), table[s:s + 1])[0]):
                         table[s] = y
                 rt.append(table)
                 near = np.unique(np.concatenate([nv[no[i]:no[i + 1]], new]))
@@ -186,9 +190,11 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
     built = (last.join(rows, "x").select("x", "path", "rts", "last_leaf", "a_nbr")
              .mapInArrow(_newcomer_task(overlay.ring_bc, absent), STATE_SCHEMA).localCheckpoint())
     route_msgs = paths.select(F.sum(F.size("path") - 1)).first()[0] or 0
-    transfer_msgs = paths.select(F.sum(F.size("path") + 1)).first()[0] or 0   # rows from each Z_i, leaf, neighbors
+    # rows from each Z_i, the leaf set and the neighbours
+    transfer_msgs = paths.select(F.sum(F.size("path") + 1)).first()[0] or 0
     # X announces itself to everyone it names
-    named = built.select(ID, F.array_distinct(F.filter(F.concat("leaf", "rt", "nbr"), lambda v: v >= 0)).alias("to"))
+    known = F.filter(F.concat("leaf", "rt", "nbr"), lambda v: v >= 0)
+    named = built.select(ID, F.array_distinct(known).alias("to"))
     notes = (named.select(F.col(ID).alias("x"), F.explode("to").alias(ID))
              .where(~F.col(ID).isin([int(v) for v in xs])))
     notify_msgs = notes.count()
@@ -213,11 +219,12 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
         if changed.count() == 0:
             return bsp.Superstep(inflight.limit(0))
-        state = (state.join(merged, ID, "left").select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr")
-                 .localCheckpoint())
+        state = (state.join(merged, ID, "left")
+                 .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
         return bsp.Superstep(leaf_sets_sent(state))
 
-    bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND, unit="leaf-set messages")
+    bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND,
+            unit="leaf-set messages")
     state = state.persist()
     state.count()
     overlay.state.unpersist()
@@ -226,7 +233,8 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
     return Overlay(ring, overlay.ring_bc, state, "proximity"), counts
 
 
-def grow(spark: SparkSession, ring: Ring, initial: int, batch: int, rng: np.random.Generator) -> tuple[Overlay, dict]:
+def grow(spark: SparkSession, ring: Ring, initial: int, batch: int,
+         rng: np.random.Generator) -> tuple[Overlay, dict]:
     """Grow an overlay of all ring nodes: `initial` converged members, then joins of `batch` nodes."""
     order = rng.permutation(ring.n)
     members = np.sort(order[:initial])

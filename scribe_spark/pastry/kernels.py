@@ -268,7 +268,8 @@ def _ragged(values: np.ndarray, offsets: np.ndarray, width: int, fill: np.ndarra
     col = np.arange(width)[None, :]
     idx = offsets[:-1, None] + col
     valid = col < lens[:, None]
-    out = np.where(valid, values[np.minimum(idx, max(len(values) - 1, 0))] if len(values) else 0, fill[:, None])
+    out = np.where(valid, values[np.minimum(idx, max(len(values) - 1, 0))] if len(values) else 0,
+                   fill[:, None])
     return out.reshape(n, width)
 
 
@@ -301,7 +302,9 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     d = ids.digit(key_hi, key_lo, l, b)
     idx = l * cols + d
     has = idx < np.diff(rt_offs)
-    entry = np.where(has, rt_vals[np.minimum(rt_offs[:-1] + idx, max(len(rt_vals) - 1, 0))] if len(rt_vals) else -1, -1)
+    entry = np.where(has,
+                     rt_vals[np.minimum(rt_offs[:-1] + idx,
+                                        max(len(rt_vals) - 1, 0))] if len(rt_vals) else -1, -1)
     use_rt = (rule < 0) & (entry >= 0)
     nxt = np.where(use_rt, entry, nxt)
     rule = np.where(use_rt, TABLE, rule)
@@ -316,7 +319,8 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     return nxt, rule
 
 
-def route_step_timeouts(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs,
+def route_step_timeouts(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals,
+                        nbr_offs,
                         dead: np.ndarray):
     """Apply the routing rule at `at` when some known nodes have failed without the node knowing.
 
@@ -327,7 +331,8 @@ def route_step_timeouts(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt
     met_index, met_node): each timeout as the message's index and the dead node it met.
     """
     at = np.asarray(at, dtype=np.int64)
-    nxt, rule = route_step(ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs)
+    nxt, rule = route_step(ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals,
+                           nbr_offs)
     timeouts = np.zeros(len(at), dtype=np.int32)
     met_i, met_node = [], []
     todo = np.flatnonzero((rule != DELIVERED) & dead[nxt])
@@ -383,7 +388,8 @@ def _rare_case(ring: Ring, known: np.ndarray, khi, klo, at: int, l: int) -> int:
     klo_a = np.full(len(known), klo, dtype=np.uint64)
     pre = ids.shared_prefix_digits(ring.hi[known], ring.lo[known], khi_a, klo_a, ring.b)
     ok = (pre >= l) & ids.closer(ring.hi[known], ring.lo[known],
-                                 np.full(len(known), ring.hi[at]), np.full(len(known), ring.lo[at]), khi_a, klo_a)
+                                 np.full(len(known), ring.hi[at]), np.full(len(known), ring.lo[at]), khi_a,
+                                 klo_a)
     cand = known[ok]
     if len(cand) == 0:
         return -1

@@ -86,7 +86,8 @@ class Overlay:
         try:
             return GraphFrame(self.state, self.routing_edges())
         except Exception as e:   # the JVM side is missing: py4j reports it in several ways
-            raise RuntimeError(f"{hint} (the JVM package is not on the classpath: {type(e).__name__})") from None
+            raise RuntimeError(f"{hint} (the JVM package is not on the classpath: "
+                               f"{type(e).__name__})") from None
 
 
 def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -> Callable:
@@ -237,11 +238,13 @@ def route(overlay: Overlay, messages: DataFrame,
         """As `forward`; then the nodes that met dead entries repair them (Pastry's lazy repair)."""
         nonlocal state
         stepped = hop(inflight).localCheckpoint()
-        state = repair(state, stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct())
+        state = repair(state,
+                       stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct())
         return bsp.Superstep(on(stepped), {"delivered": delivered(stepped)})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
-    out = bsp.run("route", start, forward if repair is None else forward_and_repair, limit).emitted.get("delivered")
+    out = bsp.run("route", start, forward if repair is None else forward_and_repair,
+                  limit).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
         return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")

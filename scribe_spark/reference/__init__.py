@@ -1,1 +1,1 @@
-"""Independent computations the tests and the jobs' checks compare against: brute force and a sequential Scribe."""
+"""Independent computations that tests and jobs' checks compare with: brute force, a sequential Scribe."""

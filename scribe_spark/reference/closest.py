@@ -19,12 +19,13 @@ def closest_live(ring: Ring, alive: np.ndarray, khi: np.ndarray, klo: np.ndarray
     shi, slo = ring.hi[order], ring.lo[order]
     i = ids.searchsorted(shi, slo, khi, klo)
     succ, pred = order[i % len(order)], order[(i - 1) % len(order)]
-    return np.where(ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo), succ, pred)
+    return np.where(ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo), succ,
+                    pred)
 
 
 def checked_lookups(overlay: Overlay, src: np.ndarray, khi: np.ndarray, klo: np.ndarray, alive: np.ndarray,
                     **route_args) -> pd.DataFrame:
-    """Route lookups from `src` to the keys; return them in lookup order, `correct` = ended at the closest live node.
+    """Route lookups from `src` to the keys; return them in order, `correct` = ended at the closest live node.
 
     `route_args` go to `overlay.route` (dead, repair)."""
     msgs = messages_frame(overlay.state.sparkSession, src, khi, klo)

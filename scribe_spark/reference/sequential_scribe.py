@@ -28,7 +28,8 @@ class SequentialScribe:
         def arr(xs) -> tuple[np.ndarray, np.ndarray]:
             return np.asarray(xs, dtype=np.int64), np.array([0, len(xs)], dtype=np.int64)
 
-        nxt, rule = kernels.route_step(self.ring, self.topics.hi[topic:topic + 1], self.topics.lo[topic:topic + 1],
+        nxt, rule = kernels.route_step(self.ring, self.topics.hi[topic:topic + 1],
+                                       self.topics.lo[topic:topic + 1],
                                        np.array([node]), *arr(leaf), *arr(rt), *arr(nbr))
         return None if rule[0] == kernels.DELIVERED else int(nxt[0])
 

@@ -43,7 +43,8 @@ def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Every node reached sends the event copy to each of its children."""
         below = (level.join(edges, (level[TOPIC] == edges[TOPIC]) & (level[NODE] == edges[DST]))
-                 .select(level[TOPIC], edges[SRC].alias(NODE), (F.col("delay") + F.col("edge_delay")).alias("delay"),
+                 .select(level[TOPIC], edges[SRC].alias(NODE),
+                         (F.col("delay") + F.col("edge_delay")).alias("delay"),
                          (F.col("depth") + 1).alias("depth")))
         return bsp.Superstep(below, {"paths": level})
 
@@ -107,7 +108,8 @@ def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast, per_topic_unio
     return _
 
 
-def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees, subscriptions: DataFrame) -> dict:
+def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees,
+                subscriptions: DataFrame) -> dict:
     """Return per-link copies of one event per topic: {'scribe': DataFrame, 'ip': DataFrame}.
 
     Scribe: every tree edge carries one copy along the shortest router path parent -> child.

@@ -31,7 +31,8 @@ def deliveries(pub: np.ndarray, subs: pd.DataFrame, root_dead: np.ndarray, lost:
                 out.append((e, seq, r, r, everyone, 1))
             elif r < back:
                 if root_dead[t]:
-                    if reliable and not lost[t]:   # the publisher keeps it; at `back` the new root numbers it next
+                    # the publisher keeps it; at `back` the new root numbers it next
+                    if reliable and not lost[t]:
                         seq += 1
                         out.append((e, seq, r, back, everyone, 0))
                     continue

@@ -73,13 +73,14 @@ PLAIN = Upcalls()
 
 
 def fault_handler(orphans: DataFrame, last: DataFrame) -> DataFrame:
-    """Return the repair SUBSCRIBEs (topic, node, last) of orphans: each carries its last delivered sequence number."""
+    """The orphans' repair SUBSCRIBEs (topic, node, last), each with its last delivered sequence number."""
     return orphans.join(last, TOPIC, "left").select(TOPIC, NODE, F.col(LAST).cast("long").alias(LAST))
 
 
 def retransmissions(grafts: DataFrame) -> DataFrame:
-    """subscribeHandler of the reliable extension: graft point `sender` resends buffered events above `above`."""
-    return grafts.select(TOPIC, F.col(DST).alias("sender"), F.col(SRC).alias("child"), F.col(LAST).alias("above"))
+    """Reliable extension's subscribeHandler: graft point `sender` resends buffered events above `above`."""
+    return grafts.select(TOPIC, F.col(DST).alias("sender"), F.col(SRC).alias("child"),
+                         F.col(LAST).alias("above"))
 
 
 def reliable(last: DataFrame) -> Upcalls:
@@ -102,7 +103,8 @@ def _nodes(spark, nodes: np.ndarray, name: str) -> DataFrame:
     return F.broadcast(spark.createDataFrame(pd.DataFrame({name: np.asarray(nodes, dtype=np.int64)})))
 
 
-def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, int], k: int) -> dict[int, set[int]]:
+def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, int],
+             k: int) -> dict[int, set[int]]:
     """Return, per topic, the k members of its root's leaf set numerically closest to the topicId.
 
     They hold the replicated root state. Closest to the topicId (not to the root) makes the next
@@ -145,7 +147,8 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     to_dead = pruned.edges.join(dead_dst, DST, "left_semi")
     orphans = to_dead.select(TOPIC, F.col(SRC).alias(NODE)).localCheckpoint()
     edges = pruned.edges.join(dead_dst, DST, "left_anti")
-    members = (edges.select(TOPIC, F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
+    members = (edges.select(TOPIC,
+                            F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
                .unionByName(orphans).unionByName(live_roots.select(TOPIC, NODE))
                .unionByName(subscriptions.join(dead_node, NODE, "left_anti").select(TOPIC, NODE))
                .distinct().localCheckpoint())
@@ -164,7 +167,8 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
         r0 = int(old_roots[t])
         if r != r0:
             if not dead[r0]:
-                raise RuntimeError(f"topic {t}: a repair SUBSCRIBE was delivered at {r}, but its root {r0} is alive")
+                raise RuntimeError(
+                    f"topic {t}: a repair SUBSCRIBE was delivered at {r}, but its root {r0} is alive")
             failover.append({TOPIC: int(t), "old_root": r0, "new_root": int(r),
                              "replicated": int(r) in replica_sets[int(t)]})
     failover = pd.DataFrame(failover, columns=[TOPIC, "old_root", "new_root", "replicated"])
@@ -173,9 +177,9 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     n_promoted_edges = edges.join(promoted, [TOPIC, SRC], "left_semi").count()
     edges = (edges.unionByName(grafts.select(TOPIC, SRC, DST))
              .join(F.broadcast(promoted), [TOPIC, SRC], "left_anti").localCheckpoint())
+    new_roots = failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE})
     roots = (live_roots.select(TOPIC, NODE)
-             .unionByName(spark.createDataFrame(failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE}),
-                                                f"{TOPIC} long, {NODE} long"))).localCheckpoint()
+             .unionByName(spark.createDataFrame(new_roots, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
     # the new roots' old parents lose a child whose entry expires: prune again
     n1 = edges.count()
     final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)
@@ -183,13 +187,15 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     n_grafts = grafts.count()
     grafted = routed.grafts.localCheckpoint()
     counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
-              "subscribe_messages": n_grafts, "grafts": grafted.count(), "repair_supersteps": routed.supersteps,
+              "subscribe_messages": n_grafts, "grafts": grafted.count(),
+              "repair_supersteps": routed.supersteps,
               "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
               "topics_lost": int((~failover.replicated).sum())}
-    _log.info(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} root "
-        f"failovers ({counts['topics_lost']} without the replicated state)")
+    _log.info(f"repair: {n_grafts} SUBSCRIBE messages in {routed.supersteps} supersteps, {len(failover)} "
+        f"root failovers ({counts['topics_lost']} without the replicated state)")
     handled = upcalls.subscribe(grafted).localCheckpoint() if upcalls.subscribe is not None else None
-    return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts, handled)
+    return TreeRepair(Trees(final.edges, final.members, roots, routed.supersteps), grafts, failover, counts,
+                      handled)
 
 
 def connected(overlay: Overlay, trees: Trees, dead: np.ndarray) -> pd.DataFrame:
@@ -219,7 +225,8 @@ def handoff(overlay: Overlay, topics: Topics, trees: Trees) -> tuple[Trees, int]
     """
     keys = tr.topic_keys(trees.roots.sparkSession, topics)
     hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
-    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col(AT).alias(NODE), F.lit(None).cast("long").alias(LAST))
+    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col(AT).alias(NODE),
+                                                  F.lit(None).cast("long").alias(LAST))
     n = moved.count()
     if n == 0:
         return trees, 0

@@ -40,4 +40,5 @@ def create(names: list[str], creators: list[str], secret: int) -> Topics:
     lo = np.array([p[1] for p in pairs], dtype=np.uint64)
     if len(set(pairs)) != len(pairs):
         raise ValueError("two topics have the same topicId (same name and creator)")
-    return Topics(list(names), list(creators), hi, lo, [credential(n, c, secret) for n, c in zip(names, creators)])
+    return Topics(list(names), list(creators), hi, lo,
+                  [credential(n, c, secret) for n, c in zip(names, creators)])

@@ -55,7 +55,8 @@ def subscriptions_frame(spark: SparkSession, topic: np.ndarray, node: np.ndarray
     return spark.createDataFrame(pdf, SUBSCRIPTION_SCHEMA)
 
 
-def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame, max_supersteps: int | None = None) -> Trees:
+def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,
+              max_supersteps: int | None = None) -> Trees:
     """Route every SUBSCRIBE at once and return the resulting trees."""
     senders = subscriptions.select(TOPIC, NODE, F.lit(None).cast("long").alias(LAST))
     r = route_subscribes(overlay, topics, senders, None, max_supersteps)
@@ -75,7 +76,8 @@ class Routed:
 
 def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, members: DataFrame | None,
                      max_supersteps: int | None = None,
-                     detect_roots: bool = False, forward: Callable[[DataFrame], DataFrame] | None = None) -> Routed:
+                     detect_roots: bool = False,
+                     forward: Callable[[DataFrame], DataFrame] | None = None) -> Routed:
     """Route SUBSCRIBE(topic) from every sender (topic, node, last) through forward upcalls.
 
     Senders send whether or not they are in `members` (a repair SUBSCRIBE comes from a tree
@@ -94,7 +96,7 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     limit = max_supersteps or 4 * overlay.ring.digits + 16
 
     def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Superstep:
-        """SUBSCRIBEs reach nodes: each adds its sender as a child; a member stops them, any other node joins."""
+        """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
         nonlocal members
         out = {}
         if forward is not None and k > 1:
@@ -120,9 +122,15 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
             members = members.unionByName(new)
             members = (members.distinct() if k == 1 else members).localCheckpoint()
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT))
-        return bsp.Split(hop, lambda hop: (hop.where(~F.col("delivered"))
-                                           .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST)),
-                         {**out, "roots": lambda hop: hop.where("delivered").select(TOPIC, F.col(AT).alias(NODE))})
+
+        def onward(hop: DataFrame) -> DataFrame:
+            return (hop.where(~F.col("delivered"))
+                    .select(TOPIC, F.col("next").alias(AT), F.col(AT).alias("from"), LAST))
+
+        def roots(hop: DataFrame) -> DataFrame:
+            return hop.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
+
+        return bsp.Split(hop, onward, {**out, "roots": roots})
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",))
@@ -162,6 +170,7 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> T
     # every superstep removes at least one edge
     k = bsp.run("unsubscribe", pruned(edges), prune, trees.edges.count() + 1,
                 unit="UNSUBSCRIBE messages").supersteps
-    in_tree = (edges.select(TOPIC, F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
+    in_tree = (edges.select(TOPIC,
+                            F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
                .unionByName(staying.select(TOPIC, NODE)).unionByName(trees.roots).distinct())
     return Trees(edges, in_tree.localCheckpoint(), trees.roots, k)

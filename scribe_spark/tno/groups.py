@@ -55,7 +55,8 @@ def _cooccurrence(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         sl = slice(start, start + 1_000_000)
         yield pa.RecordBatch.from_arrays([pa.array(cols[c.row[sl]].astype(np.int64)),
                                           pa.array(cols[c.col[sl]].astype(np.int64)),
-                                          pa.array(c.data[sl].astype(np.int64))], names=["t1", "t2", "shared"])
+                                          pa.array(c.data[sl].astype(np.int64))],
+                                         names=["t1", "t2", "shared"])
 
 
 def shared_counts(subscriptions: DataFrame, partitions: int | None = None) -> DataFrame:
@@ -72,10 +73,12 @@ def shared_counts(subscriptions: DataFrame, partitions: int | None = None) -> Da
 
 def _group_pairs(subscriptions: DataFrame, causal: bool, partitions: int | None) -> DataFrame:
     need = 1 if causal else 2
-    return shared_counts(subscriptions, partitions).where((F.col("t1") == F.col("t2")) | (F.col("shared") >= need))
+    return shared_counts(subscriptions,
+                         partitions).where((F.col("t1") == F.col("t2")) | (F.col("shared") >= need))
 
 
-def sequencing_groups(subscriptions: DataFrame, causal: bool = False, partitions: int | None = None) -> DataFrame:
+def sequencing_groups(subscriptions: DataFrame, causal: bool = False,
+                      partitions: int | None = None) -> DataFrame:
     """Return one row per (topic, member) of SG_topic, the topic itself included."""
     t1, t2 = F.col("t1"), F.col("t2")
     rows = F.when(t1 == t2, F.array(F.struct(t1.alias(TOPIC), t1.alias(MEMBER)))).otherwise(
@@ -88,7 +91,8 @@ def group_sizes(groups: DataFrame) -> DataFrame:
     return groups.groupBy(TOPIC).agg(F.count("*").alias("size"))
 
 
-def sequencing_group_sizes(subscriptions: DataFrame, causal: bool = False, partitions: int | None = None) -> DataFrame:
+def sequencing_group_sizes(subscriptions: DataFrame, causal: bool = False,
+                           partitions: int | None = None) -> DataFrame:
     """Return (topic, size) directly from the pair counts (one aggregation, no group rows)."""
     pairs = _group_pairs(subscriptions, causal, partitions)
     ends = F.when(F.col("t1") == F.col("t2"), F.array("t1")).otherwise(F.array("t1", "t2"))

@@ -37,7 +37,7 @@ class Subscriber:
     ttl: float | None = None
     sub_lc: dict = field(default_factory=dict)
     waiting: dict = field(default_factory=dict)        # eid -> (event, arrival time)
-    log: list = field(default_factory=list)            # notified real events: (eid, time, out_of_order, arrived)
+    log: list = field(default_factory=list)            # notified events: (eid, time, out_of_order, arrived)
     seen: set = field(default_factory=set)
     since: dict = field(default_factory=dict)          # topic -> counter of the subscription's own slot
     buffering: bool = False                            # waiting for its subscription timestamp

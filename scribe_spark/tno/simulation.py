@@ -163,7 +163,8 @@ class Simulation:
             self.seq.stage(chain, i, meta["own"], ts, subscription=subscription)
             here = ("s", self.place.server_of[tm])
             if i + 1 == len(chain):
-                self.at(self._send(t, here, ("c", meta["client"]), meta["size"]), self._returned, dict(ts), meta)
+                self.at(self._send(t, here, ("c", meta["client"]), meta["size"]), self._returned, dict(ts),
+                        meta)
                 return
             arrive = self._send(t, here, ("s", self.place.server_of[chain[i + 1]]), meta["size"])
             i, staged = i + 1, False

@@ -1,1 +1,1 @@
-"""What experiments feed the protocols: rings and networks, popularity laws, subscriptions, failure schedules."""
+"""What experiments feed the protocols: rings, networks, popularity laws, subscriptions, failure schedules."""

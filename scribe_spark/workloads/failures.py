@@ -14,6 +14,7 @@ def choose_failures(p: ScribeRepairParams, roots: np.ndarray, rng: np.random.Gen
     spare = np.setdiff1d(np.flatnonzero(~dead), publisher)
     more = round(p.fail_fraction * p.nodes) - int(dead.sum())
     if more > len(spare):
-        raise RuntimeError(f"cannot fail {more} more nodes besides the {p.topics} publishers")  # config forbids it
+        raise RuntimeError(f"cannot fail {more} more nodes besides the {p.topics} "
+                           "publishers")  # config forbids it
     dead[rng.choice(spare, max(0, more), replace=False)] = True
     return dead, publisher

@@ -16,7 +16,7 @@ def group_sizes(p: TopicWorkload) -> np.ndarray:
 
 
 def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
-    """Return (topics, subscription topic array, subscriber array): `group_sizes` distinct random nodes per topic."""
+    """Return (topics, subscription topics, subscribers): `group_sizes` distinct random nodes per topic."""
     names = [f"topic-{r}" for r in range(1, p.topics + 1)]
     creators = [f"creator-{r % 100}" for r in range(1, p.topics + 1)]
     topics = tp.create(names, creators, secret=p.seed)
