@@ -150,8 +150,8 @@ def run(p: ScribeRepairParams, run: Run) -> None:
         return counts.reindex(range(p.topics), fill_value=0).to_numpy()
 
     e_before = edge_counts(trees.edges)
-    live = spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)}))
-    e_during = edge_counts(trees.edges.join(live, "dst"))
+    live_dst = spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)}))
+    e_during = edge_counts(trees.edges.join(live_dst, "dst"))
     e_after = edge_counts(fixed.trees.edges)
     phase = phase_of(np.arange(p.rounds), p.fail_round, p.timeout)
     per_phase_edges = np.stack([{"before": e_before, "during": e_during,

@@ -184,8 +184,8 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:
     cols = ["popularity", "sweep", "rate_per_s", "service_ms", "events", "mean_latency_ms", "p99_latency_ms",
             "throughput_per_s", "capacity_per_s"]
-    cols = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries"]
-    shape = table.groupby("popularity", sort=False)[cols].first()
+    chain = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries"]
+    shape = table.groupby("popularity", sort=False)[chain].first()
     run.path("summary.md").write_text(
         f"# tno_sequencer\n\n{p.servers} servers x {p.topics // p.servers} TMs (contiguous ranges of the "
         f"precedence order, precedence {p.precedence}), {p.clients} clients with {p.topics_per_client} "

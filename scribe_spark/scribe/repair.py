@@ -177,9 +177,9 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     n_promoted_edges = edges.join(promoted, [TOPIC, SRC], "left_semi").count()
     edges = (edges.unionByName(grafts.select(TOPIC, SRC, DST))
              .join(F.broadcast(promoted), [TOPIC, SRC], "left_anti").localCheckpoint())
-    new_roots = failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE})
+    taken_over = failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE})
     roots = (live_roots.select(TOPIC, NODE)
-             .unionByName(spark.createDataFrame(new_roots, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
+             .unionByName(spark.createDataFrame(taken_over, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
     # the new roots' old parents lose a child whose entry expires: prune again
     n1 = edges.count()
     final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)
