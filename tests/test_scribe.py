@@ -6,7 +6,6 @@ import pytest
 
 from scribe_spark import ids, topology
 from scribe_spark.config import ScribeParams
-from scribe_spark.experiments import scribe_multicast as multicast
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.sequential_scribe import SequentialScribe
@@ -145,7 +144,7 @@ def test_link_stress_against_per_edge_walk(world):
 
 def test_wrong_credentials_are_refused_and_counted(spark):
     topics = tp.create(["a", "b"], ["x", "y"], secret=1)
-    accepted, refused = multicast.gate(spark, topics, np.array([0, 1, 1, 0]), np.array([5, 6, 7, 8]),
+    accepted, refused = tp.admit(spark, topics, np.array([0, 1, 1, 0]), np.array([5, 6, 7, 8]),
                                        [topics.cred[0], topics.cred[1], "forged", topics.cred[1]])
     assert refused == 2
     got = sorted(map(tuple, accepted.toPandas()[["topic", "node"]].itertuples(index=False)))

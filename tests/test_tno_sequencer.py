@@ -3,8 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark.experiments.tno_sequencer import chain_profile, precedence_rank
-from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation
 from tests.helpers import tno_scenario
 

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import functions as F
 
 from scribe_spark import ids, report
 from scribe_spark.cli import Run
@@ -23,29 +22,7 @@ from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, SRC, TOPIC
 from scribe_spark.session import spark_session
 from scribe_spark.workloads.network import make_ring, shared_network
-from scribe_spark.workloads.scribe_groups import subscriptions
-
-
-def workload(p: ScribeParams, rng: np.random.Generator):
-    """Return (topics, subscription topic array, subscriber array, bogus request arrays)."""
-    topics, sub_topic, sub_node = subscriptions(p, rng)
-    bogus = int(round(p.bad_credentials * len(sub_topic)))
-    bad_topic = rng.integers(0, p.topics, bogus)
-    bad_node = rng.integers(0, p.nodes, bogus)
-    return topics, sub_topic, sub_node, (bad_topic, bad_node)
-
-
-def gate(spark, topics: tp.Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
-    """Apply the credential check in Spark; return (accepted (topic, node) frame, refused count)."""
-    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
-                                              "acl": topics.cred}))
-    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
-                                              "cred": cred}))
-    checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
-               .localCheckpoint())
-    refused = checked.where(~F.col("ok")).count()
-    accepted = checked.where("ok").select(TOPIC, NODE).distinct().localCheckpoint()
-    return accepted, refused
+from scribe_spark.workloads.scribe_groups import requests
 
 
 def run(p: ScribeParams, run: Run) -> None:
@@ -61,14 +38,14 @@ def run(p: ScribeParams, run: Run) -> None:
     run.log(f"Pastry state for {p.nodes} nodes built ({t['state_build_s']:.1f}s)")
 
     rng = np.random.default_rng([p.seed, p.nodes, 2])
-    topics, sub_topic, sub_node, (bad_topic, bad_node) = workload(p, rng)
+    topics, sub_topic, sub_node, (bad_topic, bad_node) = requests(p, rng)
     req_topic = np.concatenate([sub_topic, bad_topic])
     req_node = np.concatenate([sub_node, bad_node])
     creds = [topics.cred[i] for i in sub_topic] + ["forged"] * len(bad_topic)
-    subs, refused_sub = gate(spark, topics, req_topic, req_node, creds)
+    subs, refused_sub = tp.admit(spark, topics, req_topic, req_node, creds)
     pub_topic = np.concatenate([np.arange(p.topics), bad_topic])
     pub_creds = list(topics.cred) + ["forged"] * len(bad_topic)
-    published, refused_pub = gate(spark, topics, pub_topic, np.zeros(len(pub_topic)), pub_creds)
+    published, refused_pub = tp.admit(spark, topics, pub_topic, np.zeros(len(pub_topic)), pub_creds)
     n_subs = subs.count()
     run.log(f"{p.topics} topics, {n_subs} subscriptions accepted, {refused_sub} subscribe and "
             f"{refused_pub} publish requests refused (wrong credentials)")

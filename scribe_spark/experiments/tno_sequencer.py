@@ -25,32 +25,9 @@ from scribe_spark.cli import Run
 from scribe_spark.config import TnoSequencerParams
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
-from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Simulation, contiguous_placement
 from scribe_spark.workloads.popularity import draw_subscriptions, popularity
-
-
-def precedence_rank(n_topics: int, order: str) -> dict[int, int]:
-    """Topic ids are popularity ranks (0 = most popular); return each topic's precedence rank."""
-    if order == "popular_first":
-        return {t: t for t in range(n_topics)}
-    return {t: n_topics - 1 - t for t in range(n_topics)}
-
-
-def chain_profile(seq: Sequencer, server_of: dict, probs: np.ndarray) -> dict:
-    """Return the expected chain shape of one event and each TM's expected timestamp stages per event."""
-    visits = np.zeros(len(probs))
-    tms = work = servers = entries = 0.0
-    for topic, p in enumerate(probs):
-        chain = seq.chain(topic)
-        w = [x for i, x in enumerate(chain) if seq.is_work(chain, i, {topic}, False)]
-        visits[w] += p
-        tms += p * len(chain)
-        work += p * len(w)
-        servers += p * len({server_of[x] for x in chain})
-        entries += p * len(seq.groups[topic])
-    return {"mean_tms_visited": tms, "mean_timestamp_stages": work, "mean_servers_visited": servers,
-            "mean_timestamp_entries": entries, "tm_visits": visits}
 
 
 def simulate(seq_groups: dict, rank: dict, placement, probs: np.ndarray, rate: float, duration_s: float,

@@ -5,6 +5,10 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+
+from scribe_spark.columns import NODE, TOPIC
 
 
 def topic_id(name: str, creator: str) -> tuple[int, int]:
@@ -42,3 +46,16 @@ def create(names: list[str], creators: list[str], secret: int) -> Topics:
         raise ValueError("two topics have the same topicId (same name and creator)")
     return Topics(list(names), list(creators), hi, lo,
                   [credential(n, c, secret) for n, c in zip(names, creators)])
+
+
+def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
+    """Admit requests whose credential matches the topic's; return (accepted (topic, node), refused count)."""
+    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
+                                              "acl": topics.cred}))
+    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
+                                              "cred": cred}))
+    checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
+               .localCheckpoint())
+    refused = checked.where(~F.col("ok")).count()
+    accepted = checked.where("ok").select(TOPIC, NODE).distinct().localCheckpoint()
+    return accepted, refused

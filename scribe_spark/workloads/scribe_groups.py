@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scribe_spark.config import TopicWorkload
+from scribe_spark.config import ScribeParams, TopicWorkload
 from scribe_spark.scribe import topics as tp
 
 
@@ -24,3 +24,12 @@ def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, n
     sub_topic = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
     sub_node = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
     return topics, sub_topic, sub_node
+
+
+def requests(p: ScribeParams, rng: np.random.Generator):
+    """Return (topics, subscription topics, subscribers, (topics, nodes) of wrong-credential requests)."""
+    topics, sub_topic, sub_node = subscriptions(p, rng)
+    bogus = int(round(p.bad_credentials * len(sub_topic)))
+    bad_topic = rng.integers(0, p.topics, bogus)
+    bad_node = rng.integers(0, p.nodes, bogus)
+    return topics, sub_topic, sub_node, (bad_topic, bad_node)
