@@ -26,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import proctree  # noqa: E402  (bench/ is the script's folder)
+
 PHASES = ("build", "route", "subscribe")
 
 
@@ -35,10 +37,10 @@ def child(n: int, lookups: int, evlog: str) -> None:
     from pyspark.sql import functions as F
 
     from scribe_spark.config import ScribeParams
-    from scribe_spark.experiments.scribe_multicast import workload
     from scribe_spark.pastry import overlay as ov
     from scribe_spark.scribe import trees as tr
     from scribe_spark.workloads.network import make_ring, shared_network
+    from scribe_spark.workloads.scribe_groups import requests
 
     spark = (SparkSession.builder.appName(f"scaling N={n}").config("spark.eventLog.enabled", "true")
              .config("spark.eventLog.dir", evlog).config("spark.eventLog.compress", "false").getOrCreate())
@@ -62,7 +64,7 @@ def child(n: int, lookups: int, evlog: str) -> None:
     out["mean_hops"], out["lookups"] = float(agg["h"]), int(agg["c"])
 
     sc.setJobGroup("subscribe", "subscribe")
-    topics, sub_topic, sub_node, _ = workload(p, np.random.default_rng([p.seed, n, 2]))
+    topics, sub_topic, sub_node, _ = requests(p, np.random.default_rng([p.seed, n, 2]))
     subs = tr.subscriptions_frame(spark, sub_topic, sub_node)
     t0 = time.time()
     trees = tr.subscribe(overlay, topics, subs)
@@ -93,30 +95,6 @@ def shuffle_bytes(evlog_dir: str, app: str) -> dict:
     return written
 
 
-def _procs() -> tuple[dict, dict, dict]:
-    children, rss, cmd = {}, {}, {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            st = open(f"/proc/{d}/status").read()
-            cmd[int(d)] = open(f"/proc/{d}/cmdline", "rb").read()
-        except OSError:
-            continue
-        children.setdefault(int(st.split("PPid:")[1].split()[0]), []).append(int(d))
-        rss[int(d)] = int(st.split("VmRSS:")[1].split()[0]) if "VmRSS:" in st else 0
-    return children, rss, cmd
-
-
-def _tree_kb(roots, children, rss) -> int:
-    total, stack = 0, list(roots)
-    while stack:
-        p = stack.pop()
-        total += rss.get(p, 0)
-        stack.extend(children.get(p, []))
-    return total
-
-
 def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
     master = "spark://127.0.0.1:7077" if mode == "standalone" else mode
     cmd = [str(ROOT / ".venv/bin/spark-submit"), "--master", master,
@@ -136,9 +114,9 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
 
     def sample():
         while not stop.is_set():
-            children, rss, cmdline = _procs()
+            children, rss, cmdline = proctree.snapshot()
             executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
-            peak[0] = max(peak[0], _tree_kb([proc.pid] + executors, children, rss))
+            peak[0] = max(peak[0], proctree.tree_kb([proc.pid] + executors, children, rss))
             time.sleep(0.5)
     threading.Thread(target=sample, daemon=True).start()
     t0 = time.time()
