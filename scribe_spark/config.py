@@ -125,6 +125,19 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
+def _require_models(models: tuple[str, ...] | str) -> None:
+    """Check a `popularity` value: one model name, or a non-empty list of them."""
+    from scribe_spark.workloads.popularity import parse_model
+    names = (models,) if isinstance(models, str) else models
+    _require(len(names) > 0, "popularity", "must list at least one model", list(names))
+    _require(len(set(names)) == len(names), "popularity", "models must be distinct", list(names))
+    for m in names:
+        try:
+            parse_model(m)
+        except ValueError as e:
+            raise ConfigError(f"key 'popularity': {e}") from None
+
+
 @dataclass(frozen=True)
 class PastryHopsParams(AnyProximity):
     """SPEC P1 + P2: hops and relative route distance vs overlay size."""
@@ -168,7 +181,7 @@ class TnoSizeParams:
     clients: int = 10_000
     topics: int = 1000
     topics_per_client: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200)
-    popularity: tuple[str, ...] = ("skewed", "spread")
+    popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
     causal: bool = False
     seed: int = 1
 
@@ -180,10 +193,7 @@ class TnoSizeParams:
         for k in self.topics_per_client:
             _require(1 <= k <= self.topics, "topics_per_client",
                      f"every value must be in 1..topics ({self.topics})", k)
-        _require(len(self.popularity) > 0, "popularity", "must list at least one model",
-                 list(self.popularity))
-        for m in self.popularity:
-            _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
+        _require_models(self.popularity)
 
 
 @dataclass(frozen=True)
@@ -213,8 +223,7 @@ class TnoOrderingParams(OnRouters):
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require(self.popularity in ("skewed", "spread"), "popularity", "must be 'skewed' or 'spread'",
-                 self.popularity)
+        _require_models(self.popularity)
         _require(self.events >= 1, "events", "must be >= 1", self.events)
         _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
         _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
@@ -238,7 +247,7 @@ class TnoSequencerParams:
     servers: int = 5
     regions: int = 5
     topics_per_client: int = 10
-    popularity: tuple[str, ...] = ("skewed", "spread")
+    popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
     precedence: str = "popular_last"
     rates: tuple[float, ...] = (500.0, 1000.0, 2000.0, 5000.0, 10000.0)
     service_ms: float = 0.05
@@ -255,10 +264,7 @@ class TnoSequencerParams:
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require(len(self.popularity) > 0, "popularity", "must list at least one model",
-                 list(self.popularity))
-        for m in self.popularity:
-            _require(m in ("skewed", "spread"), "popularity", "models are 'skewed' and 'spread'", m)
+        _require_models(self.popularity)
         _require(self.precedence in ("popular_last", "popular_first"), "precedence",
                  "must be 'popular_last' or 'popular_first'", self.precedence)
         _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))

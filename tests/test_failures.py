@@ -170,4 +170,12 @@ def test_pastry_failures_job(tiny):
     assert passes.timeouts_per_lookup[0] == t.loc["after_repair", "timeouts_per_lookup"]
     repair = pd.read_csv(out / "repair.csv").iloc[0]
     assert repair.table_met == passes.entries_found_dead.sum() < repair.table_holes
+    # RPCs (request + reply) per failed node: leaf-set + table, all passes; pass 1 is the after_repair row
+    failed = repair.failed_nodes
+    assert repair.leaf_rpcs_per_failed_node * failed * 2 == pytest.approx(repair.leaf_messages)
+    assert repair.table_rpcs_per_failed_node * failed * 2 == pytest.approx(passes.table_messages.sum())
+    assert repair.rpcs_per_failed_node == pytest.approx(repair.leaf_rpcs_per_failed_node
+                                                        + repair.table_rpcs_per_failed_node)
+    assert t.loc["after_repair", "repair_rpcs_per_failed_node"] == pytest.approx(
+        repair.leaf_rpcs_per_failed_node + passes.table_rpcs_per_failed_node[0])
     assert (out / "failures.png").stat().st_size > 0

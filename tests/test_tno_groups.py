@@ -5,8 +5,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scribe_spark.config import ConfigError, TnoSizeParams
 from scribe_spark.tno import groups
-from scribe_spark.workloads.popularity import draw_subscriptions, popularity, zipf_exponent
+from scribe_spark.workloads.popularity import (
+    describe,
+    draw_subscriptions,
+    model_index,
+    popularity,
+    zipf_exponent,
+)
+from tests.helpers import tables
 
 
 def _brute(subs: dict[int, set[int]], need: int) -> dict[int, set[int]]:
@@ -55,3 +63,49 @@ def test_zipf_calibration_and_distinct_draws():
     # the most popular topic is picked by nearly everyone, the least by few
     counts = pairs.t.value_counts()
     assert counts.get(0, 0) > 290 and counts.get(99, 0) < counts.get(0, 0)
+
+
+def test_popularity_by_shape_is_the_discrete_pareto_law():
+    r = np.arange(1, 1001, dtype=np.float64)
+    for model, shape in (("geographic", 0.901), ("spray_and_diffuse", 0.349), ("pareto:2.5", 2.5)):
+        p = popularity(1000, model)
+        want = r ** -(1 + shape)
+        assert np.allclose(p, want / want.sum(), rtol=1e-12, atol=0)
+        assert describe(1000, model)["exponent"] == pytest.approx(1 + shape)
+    # the paper's words fit its shapes only loosely: "40% of the topics draw 80%" vs 28 topics for 0.349
+    assert describe(1000, "spray_and_diffuse")["topics_drawing_80pct"] == 28
+    assert describe(1000, "spread")["topics_drawing_80pct"] == 401   # 400 hold 80% up to rounding
+    assert describe(1000, "skewed")["top_0.005_draws"] == pytest.approx(0.8)
+    for bad in ("flat", "pareto:", "pareto:-1", "pareto:nan"):
+        with pytest.raises(ConfigError, match="key 'popularity'"):
+            TnoSizeParams(popularity=(bad,)).validate()
+    with pytest.raises(ConfigError, match="distinct"):
+        TnoSizeParams(popularity=("spread", "spread")).validate()
+
+
+@pytest.mark.slow
+def test_tno_timestamp_size_job_against_scipy_groups(tiny):
+    folder = tiny("tno_timestamp_size")
+    t = pd.read_csv(folder / "timestamp_size.csv")
+    p = TnoSizeParams(clients=500, topics=100, topics_per_client=(1, 5, 20))   # conf/tiny
+    assert list(t.popularity.unique()) == ["geographic", "spray_and_diffuse"] and len(t) == 6
+    for row in t.itertuples():
+        probs = popularity(p.topics, row.popularity)
+        rng = np.random.default_rng([p.seed, row.topics_per_client, model_index(row.popularity)])
+        sub, top = draw_subscriptions(p.clients, row.topics_per_client, probs, rng)
+        subs: dict[int, set[int]] = {}
+        for c, k in zip(sub.tolist(), top.tolist()):
+            subs.setdefault(c, set()).add(k)
+        sg = _brute(subs, 2)
+        size = np.array([len(sg.get(k, ())) for k in range(p.topics)], dtype=float)
+        on = size > 0
+        assert row.topics_subscribed == on.sum()
+        assert row.mean_size_all == pytest.approx(size.mean())
+        assert row.mean_size_subscribed == pytest.approx(size[on].mean())
+        assert row.mean_size_weighted_all == pytest.approx((probs * size).sum())
+        want = (probs[on] * size[on]).sum() / probs[on].sum()
+        assert row.mean_size_weighted_subscribed == pytest.approx(want)
+    laws = pd.read_csv(folder / "popularity.csv").set_index("popularity")
+    assert laws.exponent.to_dict() == pytest.approx({"geographic": 1.901, "spray_and_diffuse": 1.349})
+    assert "`_all` = over all topics" in (folder / "summary.md").read_text()
+    assert tables(folder).keys() >= {"timestamp_size.csv", "popularity.csv"}

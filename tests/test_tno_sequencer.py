@@ -66,7 +66,7 @@ def test_popular_last_precedence_gives_short_chains():
 def test_tno_sequencer_job(tiny):
     folder = tiny("tno_sequencer")
     t = pd.read_csv(folder / "sequencer.csv")
-    assert set(t.popularity) == {"skewed", "spread"} and len(t) == 8
+    assert set(t.popularity) == {"geographic", "spray_and_diffuse"} and len(t) == 8
     assert (t.completed == t.events).all()
     assert (t.p50_latency_ms >= 2 * 10.0 * 0.5).all()     # at least a client->server->client round trip
     free = t[t.capacity_per_s > 3 * t.rate_per_s]
@@ -80,7 +80,7 @@ def test_tno_sequencer_job(tiny):
         total = g.inter_server_bytes.sum()
         want = g.inter_server_bytes / total if total else 0 * g.inter_server_bytes
         assert np.allclose(g.bandwidth_share, want, atol=1e-6), pop
-    assert bw[bw.popularity == "spread"].inter_server_bytes.sum() > 0   # spread chains cross servers
+    assert bw[bw.popularity == "spray_and_diffuse"].inter_server_bytes.sum() > 0   # chains cross servers
     assert np.allclose(bw.groupby("popularity").timestamp_stage_share.sum(), 1.0)
     for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share"):
         assert (folder / f"{png}.png").stat().st_size > 0

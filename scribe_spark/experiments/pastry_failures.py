@@ -32,6 +32,7 @@ def _row(phase: str, routed: pd.DataFrame, messages: int, failed: int) -> dict:
     return {"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
             "correct_fraction": routed.correct.mean(),
             "repair_messages_per_failed_node": messages / max(1, failed),
+            "repair_rpcs_per_failed_node": messages / fl.MESSAGES_PER_RPC / max(1, failed),
             "timeouts_per_lookup": routed.timeouts.mean(), "rare_case_hops": int(routed.rare.sum()),
             "max_hops": int(routed.hops.max()), "mean_distance": routed.distance.mean()}
 
@@ -80,16 +81,21 @@ def run(p: PastryFailuresParams, run: Run) -> None:
                            "timeouts_per_lookup": routed.timeouts.mean(),
                            "entries_found_dead": step["table_met"],
                            "entries_replaced": step["table_repaired"],
-                           "table_messages": step["table_messages"]})
+                           "table_messages": step["table_messages"],
+                           "table_rpcs_per_failed_node": step["table_messages"] / fl.MESSAGES_PER_RPC
+                           / max(1, failed)})
             if k == 1:
                 rows.append(_row("after_repair", routed,
                                  lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
         counts = lazy.counts
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("failures.csv"))
+    rpcs = {f"{part}_rpcs_per_failed_node": counts[f"{part}_messages"] / fl.MESSAGES_PER_RPC / max(1, failed)
+            for part in ("leaf", "table")}
     repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
                             "leaf_messages": counts["leaf_messages"],
-                            **{c: counts[c] for c in TABLE_COUNTS}}])
+                            **{c: counts[c] for c in TABLE_COUNTS}, **rpcs,
+                            "rpcs_per_failed_node": sum(rpcs.values())}])
     report.write_csv(repair, run.path("repair.csv"))
     passes = pd.DataFrame(passes)
     if len(passes):
@@ -115,9 +121,10 @@ def run(p: PastryFailuresParams, run: Run) -> None:
         "times out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule "
         "again. Repair: leaf sets from the farthest live leaf on each short side (supersteps until no node "
         f"is short); routing-table entries {how}. A dead entry (r, c) is repaired by asking row r's live "
-        "entries, nearest first, until one names a live node, then row r + 1's; 2 messages per question; "
+        "entries, nearest first, until one names a live node, then row r + 1's; each question is one RPC (a "
+        "request and its reply, 2 messages; the Pastry paper counts RPCs); repair.csv counts all passes; "
         "entries with no live candidate become "
         "empty.\n\n" + report.markdown_table(table, ".4f") + "\n\n## Repair\n\n"
-        + report.markdown_table(repair, ".0f") + "\n"
+        + report.markdown_table(repair, ".2f") + "\n"
         + ("\n## Lazy repair, pass by pass\n\n" + report.markdown_table(passes, ".4f") + "\n"
            if len(passes) else ""))

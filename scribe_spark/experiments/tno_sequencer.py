@@ -27,7 +27,7 @@ from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Simulation, contiguous_placement
-from scribe_spark.workloads.popularity import draw_subscriptions, popularity
+from scribe_spark.workloads.popularity import describe, draw_subscriptions, model_index, popularity
 
 
 def simulate(seq_groups: dict, rank: dict, placement, probs: np.ndarray, rate: float, duration_s: float,
@@ -69,10 +69,10 @@ def run(p: TnoSequencerParams, run: Run) -> None:
     spark = spark_session(run.name)
     rank = precedence_rank(p.topics, p.precedence)
     rows, bandwidth, latencies = [], [], {}
-    for m, model in enumerate(p.popularity):
+    for model in p.popularity:
         t0 = time.time()
         probs = popularity(p.topics, model)
-        rng = np.random.default_rng([p.seed, m])
+        rng = np.random.default_rng([p.seed, model_index(model)])
         sub, top = draw_subscriptions(p.clients, p.topics_per_client, probs, rng)
         frame = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
                                                     groups.TOPIC: top.astype(np.int32)}))
@@ -92,10 +92,10 @@ def run(p: TnoSequencerParams, run: Run) -> None:
         for sweep, rate, service in points:
             t0 = time.time()
             # both sweeps share the point (max rate, service_ms): same key, simulated once
+            seed = [p.seed, model_index(model), int(rate), int(service * 1e6)]
             sim = run.point(f"{model} rate={rate:g} service={service:g}",
                             lambda: _outcome(simulate(sg, rank, place, probs, rate, p.duration_s, service,
-                                                      p.clients, [p.seed, m, int(rate), int(service * 1e6)]),
-                                             p.duration_s))
+                                                      p.clients, seed), p.duration_s))
             capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
             row = {"popularity": model, "sweep": sweep, "rate_per_s": rate, "service_ms": service,
                    **sim["measured"], "capacity_per_s": capacity, **profile}
@@ -162,7 +162,8 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
     cols = ["popularity", "sweep", "rate_per_s", "service_ms", "events", "mean_latency_ms", "p99_latency_ms",
             "throughput_per_s", "capacity_per_s"]
     chain = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries"]
-    shape = table.groupby("popularity", sort=False)[chain].first()
+    shape = table.groupby("popularity", sort=False)[chain].first().reset_index()
+    shape.insert(1, "law", [describe(p.topics, m)["law"] for m in shape.popularity])
     run.path("summary.md").write_text(
         f"# tno_sequencer\n\n{p.servers} servers x {p.topics // p.servers} TMs (contiguous ranges of the "
         f"precedence order, precedence {p.precedence}), {p.clients} clients with {p.topics_per_client} "
@@ -171,7 +172,7 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
         "Latency: request sent by the client until the finished timestamp is back at the client. "
         "Throughput: completions per second over the second half of the run; capacity: 1 / (service time x "
         "the largest expected number of timestamp stages per event at one TM), predicted from the chains "
-        "alone.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape.reset_index(), ".2f") +
+        "alone.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape, ".2f") +
         "\n\n## Latency and throughput\n\n" + report.markdown_table(table[cols], ".1f") +
         f"\n\n## Inter-server bandwidth at {max(p.rates):g} events/s\n\n"
         + report.markdown_table(bw, ".3f") + "\n")

@@ -41,6 +41,9 @@ from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay
 
 _log = logging.getLogger(__name__)
 
+# every repair question is one remote procedure call: a request and its reply (the Pastry paper counts RPCs)
+MESSAGES_PER_RPC = 2
+
 
 def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Split candidate nodes into (smaller side, larger side), each sorted nearest first."""
@@ -171,7 +174,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
     def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Contacts reply with their leaf sets; each asker merges them, asking again if need be."""
         nonlocal state, messages
-        messages += 2 * n   # a request and its reply
+        messages += MESSAGES_PER_RPC * n   # a request and its reply
         contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
         replies = (inflight.join(contacts, "contact").groupBy(ID)
                    .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
@@ -247,7 +250,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
         counted = asked.join(first, [ID, "pos"]).where(
             F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
-        messages += 2 * counted.count()   # every contact asked until the first that had a live candidate
+        messages += MESSAGES_PER_RPC * counted.count()   # every contact asked until one had a live candidate
         found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
         return bsp.Superstep(todo.join(found, [ID, "pos"], "left_anti"), {"found": found})
 
