@@ -248,25 +248,47 @@ class TnoSequencerParams:
     regions: int = 5
     topics_per_client: int = 10
     popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
-    precedence: str = "popular_last"
+    deployment: str = "geo"
+    precedence: str = "topic_id"
     rates: tuple[float, ...] = (500.0, 1000.0, 2000.0, 5000.0, 10000.0)
     service_ms: float = 0.05
     service_sweep_ms: tuple[float, ...] = (0.0, 0.025, 0.05, 0.1, 0.2)
     duration_s: float = 2.0
+    subscription_sweep: tuple[int, ...] = (10, 20, 50, 100, 200)
+    subscription_rate: float = 5000.0
     causal: bool = False
     seed: int = 1
 
     def validate(self) -> None:
+        from scribe_spark.tno.sequencer import PRECEDENCE
         _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
         _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
                  self.servers)
         _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+        _require(self.deployment in ("geo", "global"), "deployment", "must be 'geo' or 'global'",
+                 self.deployment)
+        _require(self.precedence in PRECEDENCE, "precedence", f"must be one of {', '.join(PRECEDENCE)}",
+                 self.precedence)
+        if self.deployment == "geo":
+            _require(self.regions == self.servers, "regions",
+                     f"the geo deployment has one site per server: must equal servers ({self.servers})",
+                     self.regions)
+            _require(self.clients >= self.servers, "clients",
+                     f"the geo deployment needs at least one client per site ({self.servers})", self.clients)
+            _require(not self.precedence.startswith("popular"), "precedence",
+                     "popularity differs per site in the geo deployment: use topic_id or reverse_topic_id",
+                     self.precedence)
+        _require(len(self.subscription_sweep) > 0, "subscription_sweep", "must list at least one value",
+                 list(self.subscription_sweep))
+        for k in self.subscription_sweep:
+            _require(1 <= k <= self.topics, "subscription_sweep",
+                     f"every value (topics per client) must be in 1..topics ({self.topics})", k)
+        _require(self.subscription_rate > 0, "subscription_rate", "must be > 0 (events per second)",
+                 self.subscription_rate)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
         _require_models(self.popularity)
-        _require(self.precedence in ("popular_last", "popular_first"), "precedence",
-                 "must be 'popular_last' or 'popular_first'", self.precedence)
         _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))
         for r in self.rates:
             _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)

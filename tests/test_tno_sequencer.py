@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
-from scribe_spark.tno.simulation import Placement, Simulation
+from scribe_spark.tno.simulation import Placement, Simulation, site_placement
+from scribe_spark.workloads.popularity import popularity, site_popularity, site_ranks
 from tests.helpers import tno_scenario
 
 
@@ -42,6 +43,31 @@ def test_timestamp_stages_are_counted_and_relays_are_free():
     assert sim.stats.latency == [10.0 + 2.0 + 2.0 + 10.0]   # same server: TM hops cost no network delay
 
 
+def test_bytes_handled_and_forwarded_per_server():
+    """client -> server 0 -> server 1 -> client: server 0 forwards all it handles, server 1 nothing."""
+    groups = {0: {0, 1}, 1: {0, 1}}
+    place = FixedDelay({0: 0, 1: 1}, [0, 1], {0: 0})
+    sim = Simulation(Sequencer(groups, {0: 0, 1: 1}), place, {}, None, np.random.default_rng(0))
+    sim.at(0.0, sim.publish, 0, 0)
+    sim.run()
+    size = 24 + 12 * 2                                # header + two timestamp entries
+    assert sim.stats.bytes_in == {0: size, 1: size}
+    assert sim.stats.bytes_out == {0: size}
+    assert sim.stats.latency == [10.0 + 100.0 + 100.0]
+
+
+def test_site_rankings_put_own_topics_first_then_interleave():
+    rank = site_ranks([[0, 1], [2, 3], [4, 5]])
+    assert rank[0].tolist() == [0, 1, 2, 4, 3, 5]     # own 0, 1; then site 1's and 2's first, then seconds
+    assert rank[1].tolist() == [3, 5, 0, 1, 2, 4]     # site 1 sees site 2 before site 0
+    probs = site_popularity([[0, 1], [2, 3], [4, 5]], "geographic")
+    assert np.allclose(probs[2][[4, 5, 0, 2, 1, 3]], popularity(6, "geographic"))
+    place = site_placement(topics=10, sites=3, clients=7)
+    assert [place.server_of[t] for t in range(10)] == [0] * 4 + [1] * 4 + [2] * 2
+    assert [place.client_region[c] for c in range(7)] == [0, 0, 0, 1, 1, 2, 2]
+    assert place.server_region == [0, 1, 2]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_tno_holds_with_busy_topic_managers(seed):
     res, _, sim = tno_scenario(seed, causal_groups=False, service_ms=1.5, events=600)
@@ -66,7 +92,13 @@ def test_popular_last_precedence_gives_short_chains():
 def test_tno_sequencer_job(tiny):
     folder = tiny("tno_sequencer")
     t = pd.read_csv(folder / "sequencer.csv")
-    assert set(t.popularity) == {"geographic", "spray_and_diffuse"} and len(t) == 8
+    assert set(t.popularity) == {"geographic", "spray_and_diffuse"} and len(t) == 12
+    sweep = t[t.sweep == "subscriptions"]
+    assert sorted(set(sweep.topics_per_client)) == [2, 10]
+    assert (sweep.subscriptions == 200 * sweep.topics_per_client).all()
+    # a flatter law sends more of a site's subscriptions to other sites' topics, at every load
+    share = t.groupby(["topics_per_client", "popularity"]).remote_subscription_share.first().unstack()
+    assert (share.geographic < share.spray_and_diffuse).all() and (share.geographic > 0).all()
     assert (t.completed == t.events).all()
     assert (t.p50_latency_ms >= 2 * 10.0 * 0.5).all()     # at least a client->server->client round trip
     free = t[t.capacity_per_s > 3 * t.rate_per_s]
@@ -82,5 +114,8 @@ def test_tno_sequencer_job(tiny):
         assert np.allclose(g.bandwidth_share, want, atol=1e-6), pop
     assert bw[bw.popularity == "spray_and_diffuse"].inter_server_bytes.sum() > 0   # chains cross servers
     assert np.allclose(bw.groupby("popularity").timestamp_stage_share.sum(), 1.0)
-    for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share"):
+    assert (bw.handled_bytes > 0).all()
+    assert np.allclose(bw.outgoing_percent, 100 * bw.inter_server_bytes / bw.handled_bytes)
+    for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share",
+                "outgoing_bandwidth", "latency_vs_subscriptions", "throughput_vs_subscriptions"):
         assert (folder / f"{png}.png").stat().st_size > 0

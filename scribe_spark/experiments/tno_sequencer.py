@@ -1,21 +1,29 @@
 """Experiment tno_sequencer (SPEC T2): latency, throughput and bandwidth of the multistage sequencer.
 
-`servers` servers host the topic managers in contiguous ranges of the precedence order;
-clients and servers are spread over `regions` (same region: short link 10 ± 2 ms, else long
-link 100 ± 10 ms, FIFO). A TM serves one message at a time and spends `service_ms` on a
-stage that reads or writes the timestamp; relays (TMs inside a chain's interval but outside
-the event's sequencing group) wait their turn but cost nothing. Sequencing groups come from
-the Spark self-join. Each point publishes `rate` x `duration_s` events at uniform random
-times from random clients on topics drawn by popularity.
+Two deployments. `geo`, the TNO paper's: one server per site; TMs of topics in contiguous id
+ranges (topics 0-199 on server 0, ...); clients in equal blocks per site; popularity per site,
+each site ranking its own topics first (its server hosts the topics most popular there) and
+the other sites' after them, the popularity law over that ranking; a client publishes and
+subscribes by its site's law. `global`: one popularity over topic ids; TMs in contiguous ranges
+of the precedence order; clients and servers spread over `regions` at random. Links: same
+site/region short (10 ± 2 ms), else long (100 ± 10 ms), FIFO. A TM serves one message at a time
+and spends `service_ms` on a stage that reads or writes the timestamp; relays (TMs inside a
+chain's interval but outside the event's sequencing group) wait their turn but cost nothing.
+Sequencing groups come from the Spark self-join. Each point publishes `rate` x `duration_s`
+events at uniform random times from random clients.
 
-Two sweeps per popularity model: timestamp latency against the event rate at `service_ms`,
-and throughput against the service time at the highest rate. The measured throughput is
-checked against the capacity the chains predict: 1 / (service time x the largest expected
-number of timestamp stages per event at one TM).
+Three sweeps per popularity model: latency and throughput against the event rate (at
+`service_ms`, `topics_per_client`), against the service time (at the highest rate), and
+against the total number of subscriptions (`subscription_sweep` topics per client at
+`subscription_rate`). The measured throughput is checked against the capacity the chains
+predict: 1 / (service time x the largest expected number of timestamp stages per event at one
+TM). Per server: the percentage of outgoing bandwidth, bytes of timestamps forwarded to other
+servers / bytes of all timestamp requests the server received.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -26,19 +34,73 @@ from scribe_spark.config import TnoSequencerParams
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
-from scribe_spark.tno.simulation import Simulation, contiguous_placement
-from scribe_spark.workloads.popularity import describe, draw_subscriptions, model_index, popularity
+from scribe_spark.tno.simulation import Placement, Simulation, contiguous_placement, site_placement
+from scribe_spark.workloads.popularity import (
+    describe,
+    draw_subscriptions,
+    model_index,
+    popularity,
+    site_popularity,
+)
 
 
-def simulate(seq_groups: dict, rank: dict, placement, probs: np.ndarray, rate: float, duration_s: float,
-             service_ms: float, clients: int, seed: list) -> Simulation:
+@dataclass
+class Setup:
+    """One popularity model and topics-per-client value: groups, placement, who publishes what."""
+
+    groups: dict
+    place: Placement
+    client_site: np.ndarray     # each client's row of site_probs (all 0 in the global deployment)
+    site_probs: np.ndarray      # [sites, topics]: topic probabilities of a client's publications
+    event_probs: np.ndarray     # topic probabilities of a random client's event
+    subscriptions: int
+    remote_share: float         # subscriptions to a topic whose TM sits in another site/region
+
+
+def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup:
+    """Draw k topics per client, compute the sequencing groups, place TMs and clients."""
+    rng = np.random.default_rng([p.seed, model_index(model), k])
+    if p.deployment == "geo":
+        place = site_placement(p.topics, p.servers, p.clients)
+        client_site = np.array([place.client_region[c] for c in range(p.clients)], dtype=np.int64)
+        site_probs = site_popularity([[t for t in range(p.topics) if place.server_of[t] == s]
+                                      for s in range(p.servers)], model)
+        drawn = []
+        for s in range(p.servers):
+            members = np.flatnonzero(client_site == s)
+            sub, top = draw_subscriptions(len(members), k, site_probs[s], rng)
+            drawn.append((members[sub], top))
+        sub, top = (np.concatenate(x) for x in zip(*drawn))
+    else:
+        client_site = np.zeros(p.clients, dtype=np.int64)
+        site_probs = popularity(p.topics, model)[None, :]
+        sub, top = draw_subscriptions(p.clients, k, site_probs[0], rng)
+        by_precedence = sorted(range(p.topics), key=rank.get)
+        place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
+    frame = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
+                                                groups.TOPIC: top.astype(np.int32)}))
+    sg = groups.collect_groups(groups.sequencing_groups(frame, causal=p.causal))
+    for t in range(p.topics):
+        sg.setdefault(t, {t})   # nobody subscribes: a group of its own (its events reach no one)
+    remote = np.mean([place.server_region[place.server_of[t]] != place.client_region[c]
+                      for c, t in zip(sub.tolist(), top.tolist())])
+    event_probs = np.bincount(client_site, minlength=len(site_probs)) / p.clients @ site_probs
+    return Setup(sg, place, client_site, site_probs, event_probs, len(sub), float(remote))
+
+
+def simulate(s: Setup, rank: dict, rate: float, duration_s: float, service_ms: float,
+             seed: list) -> Simulation:
     """Run one point: rate x duration_s timestamp requests; return the finished simulation."""
     rng = np.random.default_rng(seed)
     n = max(1, int(round(rate * duration_s)))
     at = np.sort(rng.uniform(0.0, 1000.0 * duration_s, n))
-    who = rng.integers(0, clients, n)
-    what = rng.choice(len(probs), n, p=probs)
-    sim = Simulation(Sequencer(seq_groups, rank), placement, {}, None, rng, service_ms=service_ms)
+    who = rng.integers(0, len(s.client_site), n)
+    site = s.client_site[who]
+    what = np.empty(n, dtype=np.int64)
+    for x, probs in enumerate(s.site_probs):
+        pick = site == x
+        what[pick] = rng.choice(len(probs), int(pick.sum()), p=probs)
+    sim = Simulation(Sequencer(s.groups, rank), s.place, {}, None, rng, service_ms=service_ms)
     for t, c, topic in zip(at, who, what):
         sim.at(float(t), sim.publish, int(c), int(topic))
     sim.run()
@@ -61,59 +123,66 @@ def measure(sim: Simulation, duration_s: float) -> dict:
 def _outcome(sim: Simulation, duration_s: float) -> dict:
     """What the tables and plots need from one finished simulation (kept as a sweep point)."""
     return {"measured": measure(sim, duration_s), "latency": np.asarray(sim.stats.latency),
-            "bytes_out": dict(sim.stats.bytes_out), "tm_work": dict(sim.tm_work)}
+            "bytes_out": dict(sim.stats.bytes_out), "bytes_in": dict(sim.stats.bytes_in),
+            "tm_work": dict(sim.tm_work)}
+
+
+def _bandwidth(p: TnoSequencerParams, model: str, s: Setup, sim: dict) -> list[dict]:
+    """Per server: bytes forwarded to other servers, bytes received, and their ratio in percent."""
+    total = max(1, sum(sim["bytes_out"].values()))
+    stages = sum(sim["tm_work"].values())
+    rows = []
+    for server in range(p.servers):
+        out, handled = sim["bytes_out"].get(server, 0), sim["bytes_in"].get(server, 0)
+        work = sum(v for tm, v in sim["tm_work"].items() if s.place.server_of[tm] == server)
+        rows.append({"popularity": model, "server": server, "region": s.place.server_region[server],
+                     "inter_server_bytes": out, "handled_bytes": handled,
+                     "outgoing_percent": 100.0 * out / handled if handled else 0.0,
+                     "bandwidth_share": out / total, "timestamp_stage_share": work / max(1, stages)})
+    return rows
 
 
 def run(p: TnoSequencerParams, run: Run) -> None:
-    """Both sweeps for every popularity model, then tables, plots and the summary."""
+    """The three sweeps for every popularity model, then tables, plots and the summary."""
     spark = spark_session(run.name)
     rank = precedence_rank(p.topics, p.precedence)
     rows, bandwidth, latencies = [], [], {}
+    points = [("rate", p.topics_per_client, r, p.service_ms) for r in p.rates]
+    points += [("service", p.topics_per_client, max(p.rates), s) for s in p.service_sweep_ms]
+    points += [("subscriptions", k, p.subscription_rate, p.service_ms) for k in p.subscription_sweep]
     for model in p.popularity:
-        t0 = time.time()
-        probs = popularity(p.topics, model)
-        rng = np.random.default_rng([p.seed, model_index(model)])
-        sub, top = draw_subscriptions(p.clients, p.topics_per_client, probs, rng)
-        frame = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
-                                                    groups.TOPIC: top.astype(np.int32)}))
-        sg = groups.collect_groups(groups.sequencing_groups(frame, causal=p.causal))
-        for t in range(p.topics):
-            sg.setdefault(t, {t})   # nobody subscribes: a group of its own (its events reach no one)
-        by_precedence = sorted(range(p.topics), key=rank.get)
-        place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
-        profile = chain_profile(Sequencer(sg, rank), place.server_of, probs)
-        visits = profile.pop("tm_visits")
-        run.log(f"{model}: groups ready ({len(sub):,} subscriptions); an event visits "
-                f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} timestamp "
-                f"stages) on {profile['mean_servers_visited']:.2f} servers, timestamps of "
-                f"{profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
-        points = [("rate", r, p.service_ms) for r in p.rates]
-        points += [("service", max(p.rates), s) for s in p.service_sweep_ms]
-        for sweep, rate, service in points:
+        setups: dict[int, tuple[Setup, dict, np.ndarray]] = {}
+        for sweep, k, rate, service in points:
+            if k not in setups:
+                t0 = time.time()
+                s = setup(spark, p, model, k, rank)
+                profile = chain_profile(Sequencer(s.groups, rank), s.place.server_of, s.event_probs)
+                setups[k] = (s, profile, profile.pop("tm_visits"))
+                run.log(f"{model}, {k} topics/client: groups ready ({s.subscriptions:,} subscriptions, "
+                        f"{s.remote_share:.1%} to another site's TMs); an event visits "
+                        f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
+                        f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps of "
+                        f"{profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
+            s, profile, visits = setups[k]
             t0 = time.time()
-            # both sweeps share the point (max rate, service_ms): same key, simulated once
-            seed = [p.seed, model_index(model), int(rate), int(service * 1e6)]
-            sim = run.point(f"{model} rate={rate:g} service={service:g}",
-                            lambda: _outcome(simulate(sg, rank, place, probs, rate, p.duration_s, service,
-                                                      p.clients, seed), p.duration_s))
+            seed = [p.seed, model_index(model), k, int(rate), int(service * 1e6)]
+            # sweeps that share a point (same k, rate, service) simulate it once
+            sim = run.point(f"{model} k={k} rate={rate:g} service={service:g}",
+                            lambda: _outcome(simulate(s, rank, rate, p.duration_s, service, seed),
+                                             p.duration_s))
             capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
-            row = {"popularity": model, "sweep": sweep, "rate_per_s": rate, "service_ms": service,
-                   **sim["measured"], "capacity_per_s": capacity, **profile}
+            row = {"popularity": model, "sweep": sweep, "topics_per_client": k,
+                   "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
+                   **sim["measured"], "capacity_per_s": capacity, **profile,
+                   "remote_subscription_share": s.remote_share}
             rows.append(row)
-            run.log(f"{model} {sweep} sweep, {rate:g}/s, service {service:g} ms: latency mean "
-                    f"{row['mean_latency_ms']:.1f} ms (p99 {row['p99_latency_ms']:.1f}), throughput "
+            run.log(f"{model} {sweep} sweep, {k} topics/client, {rate:g}/s, service {service:g} ms: latency "
+                    f"mean {row['mean_latency_ms']:.1f} ms (p99 {row['p99_latency_ms']:.1f}), throughput "
                     f"{row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) ({time.time() - t0:.1f}s)")
             if sweep == "rate":
                 latencies[(model, rate)] = sim["latency"]
             if sweep == "rate" and rate == max(p.rates):
-                total = max(1, sum(sim["bytes_out"].values()))
-                stages = sum(sim["tm_work"].values())
-                for s in range(p.servers):
-                    work = sum(v for tm, v in sim["tm_work"].items() if place.server_of[tm] == s)
-                    bandwidth.append({"popularity": model, "server": s, "region": place.server_region[s],
-                                      "inter_server_bytes": sim["bytes_out"].get(s, 0),
-                                      "bandwidth_share": sim["bytes_out"].get(s, 0) / total,
-                                      "timestamp_stage_share": work / max(1, stages)})
+                bandwidth += _bandwidth(p, model, s, sim)
     table, bw = pd.DataFrame(rows), pd.DataFrame(bandwidth)
     report.write_csv(table, run.path("sequencer.csv"))
     report.write_csv(bw, run.path("bandwidth.csv"))
@@ -156,23 +225,53 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
             t = bw[bw.popularity == model]
             ax.bar(t.server + i * width, t.bandwidth_share, width=width, label=model)
         ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
+    with report.figure(run.path("outgoing_bandwidth.png"),
+                       f"Outgoing bandwidth per server at {max(p.rates):g} events/s", "server",
+                       "% of the timestamp bytes it handles sent to other servers") as ax:
+        for i, model in enumerate(p.popularity):
+            t = bw[bw.popularity == model]
+            ax.bar(t.server + i * width, t.outgoing_percent, width=width, label=model)
+        ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
+    subs = table[table.sweep == "subscriptions"]
+    for what, column, label in (("latency", "mean_latency_ms", "mean latency (ms)"),
+                                ("throughput", "throughput_per_s", "timestamps/s")):
+        with report.figure(run.path(f"{what}_vs_subscriptions.png"),
+                           f"{what.capitalize()} at {p.subscription_rate:g} requests/s",
+                           "total subscriptions", label) as ax:
+            for model in p.popularity:
+                t = subs[subs.popularity == model]
+                ax.plot(t.subscriptions, t[column], marker="o", label=model)
+            ax.set_xscale("log")
 
 
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:
-    cols = ["popularity", "sweep", "rate_per_s", "service_ms", "events", "mean_latency_ms", "p99_latency_ms",
-            "throughput_per_s", "capacity_per_s"]
-    chain = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries"]
-    shape = table.groupby("popularity", sort=False)[chain].first().reset_index()
+    cols = ["popularity", "sweep", "topics_per_client", "subscriptions", "rate_per_s", "service_ms", "events",
+            "mean_latency_ms", "p99_latency_ms", "throughput_per_s", "capacity_per_s"]
+    chain = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries",
+             "remote_subscription_share"]
+    shape = table[table.topics_per_client == p.topics_per_client].groupby("popularity", sort=False)[chain]
+    shape = shape.first().reset_index()
     shape.insert(1, "law", [describe(p.topics, m)["law"] for m in shape.popularity])
+    if p.deployment == "geo":
+        where = (f"Geo-distributed deployment: {p.servers} sites with one server each, TMs of topics in "
+                 f"contiguous id ranges of {int(np.ceil(p.topics / p.servers))}, {p.clients} clients in "
+                 "equal blocks per site; each site ranks its own topics first and the other sites' after "
+                 "them (interleaved), and its clients publish and subscribe by the popularity law over that "
+                 "ranking")
+    else:
+        where = (f"Global deployment: one popularity over topic ids, {p.servers} servers hosting contiguous "
+                 f"ranges of the precedence order, servers and clients over {p.regions} regions at random")
     run.path("summary.md").write_text(
-        f"# tno_sequencer\n\n{p.servers} servers x {p.topics // p.servers} TMs (contiguous ranges of the "
-        f"precedence order, precedence {p.precedence}), {p.clients} clients with {p.topics_per_client} "
-        f"topics each, {p.regions} regions (short links 10 ± 2 ms, long 100 ± 10 ms), {p.duration_s:g} s of "
-        f"publications per point, {'causal' if p.causal else 'TNO'} sequencing groups, seed {p.seed}. "
-        "Latency: request sent by the client until the finished timestamp is back at the client. "
-        "Throughput: completions per second over the second half of the run; capacity: 1 / (service time x "
-        "the largest expected number of timestamp stages per event at one TM), predicted from the chains "
-        "alone.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape, ".2f") +
+        f"# tno_sequencer\n\n{where}. Precedence {p.precedence}; {p.topics_per_client} topics per client "
+        f"(rate and service sweeps); short links 10 ± 2 ms inside a site/region, long 100 ± 10 ms between; "
+        f"{p.duration_s:g} s of publications per point, {'causal' if p.causal else 'TNO'} sequencing groups, "
+        f"seed {p.seed}. Latency: request sent by the client until the finished timestamp is back at the "
+        "client. Throughput: completions per second over the second half of the run; capacity: 1 / (service "
+        "time x the largest expected number of timestamp stages per event at one TM), predicted from the "
+        "chains alone. remote_subscription_share: subscriptions to topics whose TM is in another "
+        "site/region.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape, ".2f") +
         "\n\n## Latency and throughput\n\n" + report.markdown_table(table[cols], ".1f") +
-        f"\n\n## Inter-server bandwidth at {max(p.rates):g} events/s\n\n"
+        f"\n\n## Bandwidth per server at {max(p.rates):g} events/s\n\noutgoing_percent = bytes of "
+        "timestamps forwarded to other servers / bytes of all timestamp requests the server received x 100; "
+        "bandwidth_share = the server's part of all inter-server bytes.\n\n"
         + report.markdown_table(bw, ".3f") + "\n")

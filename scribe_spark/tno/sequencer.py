@@ -106,9 +106,13 @@ class Sequencer:
             self.tm[t].stamp_pass(ts)
 
 
+PRECEDENCE = ("topic_id", "reverse_topic_id", "popular_first", "popular_last")
+
+
 def precedence_rank(n_topics: int, order: str) -> dict[int, int]:
-    """Topic ids are popularity ranks (0 = most popular); return each topic's precedence rank."""
-    if order == "popular_first":
+    """Return each topic's precedence rank: by topic id, or by reverse id. Where topic ids are
+    global popularity ranks (0 = most popular), popular_first is by id and popular_last reverse."""
+    if order in ("topic_id", "popular_first"):
         return {t: t for t in range(n_topics)}
     return {t: n_topics - 1 - t for t in range(n_topics)}
 

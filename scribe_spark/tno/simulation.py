@@ -45,11 +45,21 @@ def contiguous_placement(topics: list[int], servers: int, clients: list[int], re
                      {c: int(rng.integers(regions)) for c in clients})
 
 
+def site_placement(topics: int, sites: int, clients: int) -> Placement:
+    """The TNO paper's geo-distributed deployment: one server per site (region s = server s), TMs
+    of topics in contiguous id ranges (the first ceil(topics / sites) on server 0, ...), and the
+    clients in equal contiguous blocks over the sites."""
+    per = int(np.ceil(topics / sites))
+    return Placement({t: t // per for t in range(topics)}, list(range(sites)),
+                     {c: c * sites // clients for c in range(clients)})
+
+
 @dataclass
 class Stats:
     latency: list = field(default_factory=list)          # timestamp latency per event (ms)
     completed_at: list = field(default_factory=list)
     bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
+    bytes_in: dict = field(default_factory=dict)         # server -> bytes of the requests it received
     lost: int = 0
 
 
@@ -92,6 +102,8 @@ class Simulation:
         arrive = t + self.place.delay(ra, rb, self.rng)
         if src[0] == "s" and dst[0] == "s":
             self.stats.bytes_out[src[1]] = self.stats.bytes_out.get(src[1], 0) + size
+        if dst[0] == "s":
+            self.stats.bytes_in[dst[1]] = self.stats.bytes_in.get(dst[1], 0) + size
         arrive = max(arrive, self.link_last.get((src, dst), -1.0) + 1e-6)
         self.link_last[(src, dst)] = arrive
         return arrive
