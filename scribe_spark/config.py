@@ -125,6 +125,15 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
+def _require_chains(chains: tuple[str, ...]) -> None:
+    """Check a `chains` value: a non-empty list of distinct chain rules."""
+    from scribe_spark.tno.sequencer import CHAINS
+    _require(len(chains) > 0 and len(set(chains)) == len(chains), "chains",
+             "must list distinct chain rules", list(chains))
+    for c in chains:
+        _require(c in CHAINS, "chains", f"rules are {', '.join(CHAINS)}", c)
+
+
 def _require_models(models: tuple[str, ...] | str) -> None:
     """Check a `popularity` value: one model name, or a non-empty list of them."""
     from scribe_spark.workloads.popularity import parse_model
@@ -214,9 +223,11 @@ class TnoOrderingParams(OnRouters):
     buffer_size: int = 100
     servers: int = 5
     regions: int = 2
+    chains: tuple[str, ...] = ("etree", "interval", "literal")
     causal: bool = False
 
     def validate(self) -> None:
+        _require_chains(self.chains)
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})",
                  self.clients)
@@ -250,6 +261,7 @@ class TnoSequencerParams:
     popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
     deployment: str = "geo"
     precedence: str = "topic_id"
+    chains: tuple[str, ...] = ("etree", "interval", "literal")
     rates: tuple[float, ...] = (500.0, 1000.0, 2000.0, 5000.0, 10000.0)
     service_ms: float = 0.05
     service_sweep_ms: tuple[float, ...] = (0.0, 0.025, 0.05, 0.1, 0.2)
@@ -270,6 +282,7 @@ class TnoSequencerParams:
                  self.deployment)
         _require(self.precedence in PRECEDENCE, "precedence", f"must be one of {', '.join(PRECEDENCE)}",
                  self.precedence)
+        _require_chains(self.chains)
         if self.deployment == "geo":
             _require(self.regions == self.servers, "regions",
                      f"the geo deployment has one site per server: must equal servers ({self.servers})",

@@ -48,7 +48,7 @@ def closest_brute(ints, key):
     return min(range(len(ints)), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
 
 
-def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, intervals=True, sub_changes=0,
+def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains="etree", sub_changes=0,
              unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
              service_ms=0.0):
     """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
@@ -61,7 +61,7 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, interv
     for t in range(topics):
         g.setdefault(t, {t})
     rank = {t: int(r) for t, r in zip(range(topics), rng.permutation(topics))}   # any precedence order
-    seq = Sequencer(g, rank, broken=broken, intervals=intervals)
+    seq = Sequencer(g, rank, broken=broken, chains=chains, together=later.values())
     place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
     subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl,
                                  buffer_size=buffer_size) for c in subs}

@@ -1,10 +1,16 @@
 """TNO sequencer + ordering layer: property tests with an explicit pairwise-order checker."""
 import itertools
 
+import numpy as np
 import pytest
 
-from scribe_spark.tno.ordering import check_tno
+from scribe_spark.tno import groups
+from scribe_spark.tno.ordering import Subscriber, check_tno
+from scribe_spark.tno.sequencer import CHAINS, Sequencer, elimination_tree
+from scribe_spark.tno.simulation import Placement, Simulation
 from tests.helpers import tno_scenario
+
+SAFE = ("etree", "interval")
 
 
 def test_checker_counts_against_brute_force():
@@ -21,23 +27,27 @@ def test_checker_counts_against_brute_force():
     assert (res.violating_pairs, res.inverted_event_pairs) == (bad, inv) == (4, 4)
 
 
+@pytest.mark.parametrize("chains", SAFE)
 @pytest.mark.parametrize("seed", range(12))
-def test_causal_variant_holds_tno_and_notifies_everything(seed):
-    res, tags, sim = tno_scenario(seed)
+def test_causal_variant_holds_tno_and_notifies_everything(seed, chains):
+    res, tags, sim = tno_scenario(seed, chains=chains)
     assert res.ok, res
     assert tags == 0   # a reliable ENS never needs an out-of-order release
     assert len(sim.stats.latency) == 400
 
 
+@pytest.mark.parametrize("chains", SAFE)
 @pytest.mark.parametrize("seed", range(12))
-def test_tno_variant_holds_tno_and_notifies_everything(seed):
-    res, _, _ = tno_scenario(seed, causal_groups=False)
+def test_tno_variant_holds_tno_and_notifies_everything(seed, chains):
+    res, _, _ = tno_scenario(seed, causal_groups=False, chains=chains)
     assert res.ok, res
 
 
+@pytest.mark.parametrize("causal_groups", [True, False])
+@pytest.mark.parametrize("chains", SAFE)
 @pytest.mark.parametrize("seed", range(6))
-def test_subscription_changes_keep_tno(seed):
-    res, _, sim = tno_scenario(seed, sub_changes=8, unsubs=4)
+def test_subscription_changes_keep_tno(seed, chains, causal_groups):
+    res, _, sim = tno_scenario(seed, sub_changes=8, unsubs=4, chains=chains, causal_groups=causal_groups)
     assert res.ok, res
     assert len(sim.stats.latency) == sim.requests > 400   # every event and subscription timestamp returned
 
@@ -56,10 +66,64 @@ def test_broken_sequencer_is_caught():
 
 
 def test_chains_through_group_members_only_can_deadlock():
-    # without interval chains, chains overtake each other along different paths and some
-    # seeds produce timestamp cycles: events that can never be notified
-    stuck = [tno_scenario(s, intervals=False)[0].undelivered > 0 for s in range(30)]
+    # without interval or tree chains, chains overtake each other along different paths and
+    # some seeds produce timestamp cycles: events that can never be notified
+    stuck = [tno_scenario(s, chains="literal")[0].undelivered > 0 for s in range(30)]
     assert any(stuck)
+
+
+class SlowLink(Placement):
+    """TM t on server t in region t, clients in region 4; the link 1 -> 2 takes 500 ms, all others 1 ms."""
+
+    def delay(self, region_a, region_b, rng):
+        return 500.0 if (region_a, region_b) == (1, 2) else 1.0
+
+
+def four_topic_deadlock(chains: str):
+    """Issue 16's smallest case: subscriptions {0,1,3} twice and {1,2} twice, rank = topic id.
+    e0 (topic 1) leaves TM1 on the slow link 1 -> 2; e1 (topic 0) passes TM1 after it and, as a
+    literal chain 0 -> 1 -> 3, reaches TM3 first; TM3 then stamps e2 (topic 3)."""
+    subs = {0: {0, 1, 3}, 1: {0, 1, 3}, 2: {1, 2}, 3: {1, 2}}
+    sg = groups.local_groups(subs)
+    assert sg == {0: {0, 1, 3}, 1: {0, 1, 2, 3}, 2: {1, 2}, 3: {0, 1, 3}}
+    place = SlowLink({t: t for t in range(4)}, [0, 1, 2, 3], {c: 4 for c in subs})
+    subscribers = {c: Subscriber(c, set(ts)) for c, ts in subs.items()}
+    sim = Simulation(Sequencer(sg, {t: t for t in range(4)}, chains=chains), place, subscribers,
+                     lambda client, topic, receivers, rng: np.ones(len(receivers)), np.random.default_rng(0))
+    sim.at(0.0, sim.publish, 2, 1)     # e0 on topic 1
+    sim.at(1.5, sim.publish, 0, 0)     # e1 on topic 0
+    sim.at(5.0, sim.publish, 0, 3)     # e2 on topic 3
+    sim.run()
+    logs = {c: [e for e, *_ in s.log] for c, s in subscribers.items()}
+    return check_tno(logs, sum(len(s.waiting) for s in subscribers.values()))
+
+
+def test_literal_chains_deadlock_on_the_four_topic_case():
+    res = four_topic_deadlock("literal")
+    assert res.undelivered > 0 and res.violating_pairs == 0   # stuck forever, but nothing out of order
+    for chains in SAFE:
+        assert four_topic_deadlock(chains).ok, chains
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_elimination_tree_chains_are_upward_paths_inside_the_interval(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 30))
+    subs = {c: set(rng.choice(n, int(rng.integers(1, min(n, 6) + 1)), replace=False).tolist())
+            for c in range(int(rng.integers(1, 40)))}
+    sg = groups.local_groups(subs, causal=bool(seed % 2))
+    for t in range(n):
+        sg.setdefault(t, {t})
+    rank = {t: int(r) for t, r in zip(range(n), rng.permutation(n))}
+    parent = elimination_tree(sg, rank)
+    etree, interval = Sequencer(sg, rank, chains="etree"), Sequencer(sg, rank, chains="interval")
+    for t in range(n):
+        chain = etree.chain(t)
+        assert all(parent[a] == b for a, b in zip(chain, chain[1:]))                 # a path up the tree
+        assert {u for u in sg[t] if rank[u] >= rank[t]} <= set(chain)                # every higher member
+        assert set(chain) <= set(interval.chain(t)) and chain[0] == t
+        assert all(rank[a] < rank[b] for a, b in zip(chain, chain[1:]))
+    assert set(CHAINS) == {"etree", "interval", "literal"}
 
 
 def test_unreliable_ens_releases_everything_with_out_of_order_tags():

@@ -36,7 +36,8 @@ def test_timestamp_stages_are_counted_and_relays_are_free():
     groups = {0: {0, 2}, 1: {1}, 2: {0, 2}, 3: {3}}
     rank = {t: t for t in groups}                    # the chain of an event on 0 is 0 -> 1 (relay) -> 2
     place = FixedDelay({t: 0 for t in groups}, [0], {0: 0})
-    sim = Simulation(Sequencer(groups, rank), place, {}, None, np.random.default_rng(0), service_ms=2.0)
+    sim = Simulation(Sequencer(groups, rank, chains="interval"), place, {}, None, np.random.default_rng(0),
+                     service_ms=2.0)
     sim.at(0.0, sim.publish, 0, 0)
     sim.run()
     assert sim.tm_work == {0: 1, 1: 0, 2: 1}
@@ -79,8 +80,10 @@ def test_popular_last_precedence_gives_short_chains():
     probs = np.array([0.7, 0.1, 0.1, 0.05, 0.05])
     groups = {0: {0, 1, 2, 3, 4}, 1: {0, 1}, 2: {0, 2}, 3: {0, 3}, 4: {0, 4}}
     server_of = {t: 0 for t in groups}
-    last = chain_profile(Sequencer(groups, precedence_rank(5, "popular_last")), server_of, probs)
-    first = chain_profile(Sequencer(groups, precedence_rank(5, "popular_first")), server_of, probs)
+    last = chain_profile(Sequencer(groups, precedence_rank(5, "popular_last"), chains="interval"),
+                         server_of, probs)
+    first = chain_profile(Sequencer(groups, precedence_rank(5, "popular_first"), chains="interval"),
+                          server_of, probs)
     # popular last: an event on topic t climbs the interval from t up to topic 0 (t + 1 TMs, relays included)
     assert last["mean_tms_visited"] == pytest.approx(0.7 * 1 + 0.1 * 2 + 0.1 * 3 + 0.05 * 4 + 0.05 * 5)
     # popular first: an event on topic 0 visits every TM, the others only their own
@@ -92,7 +95,13 @@ def test_popular_last_precedence_gives_short_chains():
 def test_tno_sequencer_job(tiny):
     folder = tiny("tno_sequencer")
     t = pd.read_csv(folder / "sequencer.csv")
-    assert set(t.popularity) == {"geographic", "spray_and_diffuse"} and len(t) == 12
+    assert set(t.popularity) == {"geographic", "spray_and_diffuse"} and len(t) == 24
+    # the same members write stages under both rules; tree chains are sub-paths of the intervals
+    rule = t.groupby(["popularity", "topics_per_client", "chains"])[["mean_tms_visited",
+                                                                   "mean_timestamp_stages"]].first().unstack()
+    assert np.allclose(rule.mean_timestamp_stages.etree, rule.mean_timestamp_stages.interval)
+    assert (rule.mean_tms_visited.etree <= rule.mean_tms_visited.interval + 1e-9).all()
+    assert (rule.mean_tms_visited.etree < rule.mean_tms_visited.interval).any()
     sweep = t[t.sweep == "subscriptions"]
     assert sorted(set(sweep.topics_per_client)) == [2, 10]
     assert (sweep.subscriptions == 200 * sweep.topics_per_client).all()
@@ -108,12 +117,12 @@ def test_tno_sequencer_job(tiny):
     assert len(over) > 0 and (over.throughput_per_s < 0.8 * over.rate_per_s).all()
     assert (over.mean_latency_ms > 2 * free.mean_latency_ms.max()).all()
     bw = pd.read_csv(folder / "bandwidth.csv")
-    for pop, g in bw.groupby("popularity"):           # each server's share of the bytes sent between servers
+    for pop, g in bw.groupby(["popularity", "chains"]):   # a server's share of the bytes sent between servers
         total = g.inter_server_bytes.sum()
         want = g.inter_server_bytes / total if total else 0 * g.inter_server_bytes
         assert np.allclose(g.bandwidth_share, want, atol=1e-6), pop
     assert bw[bw.popularity == "spray_and_diffuse"].inter_server_bytes.sum() > 0   # chains cross servers
-    assert np.allclose(bw.groupby("popularity").timestamp_stage_share.sum(), 1.0)
+    assert np.allclose(bw.groupby(["popularity", "chains"]).timestamp_stage_share.sum(), 1.0)
     assert (bw.handled_bytes > 0).all()
     assert np.allclose(bw.outgoing_percent, 100 * bw.inter_server_bytes / bw.handled_bytes)
     for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share",

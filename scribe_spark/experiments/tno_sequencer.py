@@ -88,7 +88,7 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
     return Setup(sg, place, client_site, site_probs, event_probs, len(sub), float(remote))
 
 
-def simulate(s: Setup, rank: dict, rate: float, duration_s: float, service_ms: float,
+def simulate(s: Setup, rank: dict, chains: str, rate: float, duration_s: float, service_ms: float,
              seed: list) -> Simulation:
     """Run one point: rate x duration_s timestamp requests; return the finished simulation."""
     rng = np.random.default_rng(seed)
@@ -100,7 +100,7 @@ def simulate(s: Setup, rank: dict, rate: float, duration_s: float, service_ms: f
     for x, probs in enumerate(s.site_probs):
         pick = site == x
         what[pick] = rng.choice(len(probs), int(pick.sum()), p=probs)
-    sim = Simulation(Sequencer(s.groups, rank), s.place, {}, None, rng, service_ms=service_ms)
+    sim = Simulation(Sequencer(s.groups, rank, chains=chains), s.place, {}, None, rng, service_ms=service_ms)
     for t, c, topic in zip(at, who, what):
         sim.at(float(t), sim.publish, int(c), int(topic))
     sim.run()
@@ -127,7 +127,7 @@ def _outcome(sim: Simulation, duration_s: float) -> dict:
             "tm_work": dict(sim.tm_work)}
 
 
-def _bandwidth(p: TnoSequencerParams, model: str, s: Setup, sim: dict) -> list[dict]:
+def _bandwidth(p: TnoSequencerParams, model: str, chains: str, s: Setup, sim: dict) -> list[dict]:
     """Per server: bytes forwarded to other servers, bytes received, and their ratio in percent."""
     total = max(1, sum(sim["bytes_out"].values()))
     stages = sum(sim["tm_work"].values())
@@ -135,7 +135,8 @@ def _bandwidth(p: TnoSequencerParams, model: str, s: Setup, sim: dict) -> list[d
     for server in range(p.servers):
         out, handled = sim["bytes_out"].get(server, 0), sim["bytes_in"].get(server, 0)
         work = sum(v for tm, v in sim["tm_work"].items() if s.place.server_of[tm] == server)
-        rows.append({"popularity": model, "server": server, "region": s.place.server_region[server],
+        rows.append({"popularity": model, "chains": chains, "server": server,
+                     "region": s.place.server_region[server],
                      "inter_server_bytes": out, "handled_bytes": handled,
                      "outgoing_percent": 100.0 * out / handled if handled else 0.0,
                      "bandwidth_share": out / total, "timestamp_stage_share": work / max(1, stages)})
@@ -151,38 +152,47 @@ def run(p: TnoSequencerParams, run: Run) -> None:
     points += [("service", p.topics_per_client, max(p.rates), s) for s in p.service_sweep_ms]
     points += [("subscriptions", k, p.subscription_rate, p.service_ms) for k in p.subscription_sweep]
     for model in p.popularity:
-        setups: dict[int, tuple[Setup, dict, np.ndarray]] = {}
-        for sweep, k, rate, service in points:
-            if k not in setups:
+        setups: dict[int, Setup] = {}
+        for chains in p.chains:
+            profiles: dict[int, tuple[dict, np.ndarray]] = {}
+            for sweep, k, rate, service in points:
+                if k not in setups:
+                    t0 = time.time()
+                    setups[k] = setup(spark, p, model, k, rank)
+                    run.log(f"{model}, {k} topics/client: groups ready ({setups[k].subscriptions:,} "
+                            f"subscriptions, {setups[k].remote_share:.1%} to another site's TMs) "
+                            f"({time.time() - t0:.1f}s)")
+                s = setups[k]
+                if k not in profiles:
+                    profile = chain_profile(Sequencer(s.groups, rank, chains=chains), s.place.server_of,
+                                            s.event_probs)
+                    profiles[k] = (profile, profile.pop("tm_visits"))
+                    run.log(f"{model}, {k} topics/client, {chains} chains: an event visits "
+                            f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
+                            f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps "
+                            f"of {profile['mean_timestamp_entries']:.1f} entries")
+                profile, visits = profiles[k]
                 t0 = time.time()
-                s = setup(spark, p, model, k, rank)
-                profile = chain_profile(Sequencer(s.groups, rank), s.place.server_of, s.event_probs)
-                setups[k] = (s, profile, profile.pop("tm_visits"))
-                run.log(f"{model}, {k} topics/client: groups ready ({s.subscriptions:,} subscriptions, "
-                        f"{s.remote_share:.1%} to another site's TMs); an event visits "
-                        f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
-                        f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps of "
-                        f"{profile['mean_timestamp_entries']:.1f} entries ({time.time() - t0:.1f}s)")
-            s, profile, visits = setups[k]
-            t0 = time.time()
-            seed = [p.seed, model_index(model), k, int(rate), int(service * 1e6)]
-            # sweeps that share a point (same k, rate, service) simulate it once
-            sim = run.point(f"{model} k={k} rate={rate:g} service={service:g}",
-                            lambda: _outcome(simulate(s, rank, rate, p.duration_s, service, seed),
-                                             p.duration_s))
-            capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
-            row = {"popularity": model, "sweep": sweep, "topics_per_client": k,
-                   "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
-                   **sim["measured"], "capacity_per_s": capacity, **profile,
-                   "remote_subscription_share": s.remote_share}
-            rows.append(row)
-            run.log(f"{model} {sweep} sweep, {k} topics/client, {rate:g}/s, service {service:g} ms: latency "
-                    f"mean {row['mean_latency_ms']:.1f} ms (p99 {row['p99_latency_ms']:.1f}), throughput "
-                    f"{row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) ({time.time() - t0:.1f}s)")
-            if sweep == "rate":
-                latencies[(model, rate)] = sim["latency"]
-            if sweep == "rate" and rate == max(p.rates):
-                bandwidth += _bandwidth(p, model, s, sim)
+                seed = [p.seed, model_index(model), k, int(rate), int(service * 1e6)]
+                # sweeps that share a point (same k, rate, service) simulate it once
+                sim = run.point(f"{model} {chains} k={k} rate={rate:g} service={service:g}",
+                                lambda: _outcome(simulate(s, rank, chains, rate, p.duration_s, service, seed),
+                                                 p.duration_s))
+                capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
+                row = {"popularity": model, "chains": chains, "sweep": sweep, "topics_per_client": k,
+                       "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
+                       **sim["measured"], "capacity_per_s": capacity, **profile,
+                       "remote_subscription_share": s.remote_share}
+                rows.append(row)
+                run.log(f"{model} {chains} {sweep} sweep, {k} topics/client, {rate:g}/s, service "
+                        f"{service:g} ms: latency mean {row['mean_latency_ms']:.1f} ms "
+                        f"(p99 {row['p99_latency_ms']:.1f}), "
+                        f"throughput {row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) "
+                        f"({time.time() - t0:.1f}s)")
+                if sweep == "rate":
+                    latencies[(model, chains, rate)] = sim["latency"]
+                if sweep == "rate" and rate == max(p.rates):
+                    bandwidth += _bandwidth(p, model, chains, s, sim)
     table, bw = pd.DataFrame(rows), pd.DataFrame(bandwidth)
     report.write_csv(table, run.path("sequencer.csv"))
     report.write_csv(bw, run.path("bandwidth.csv"))
@@ -190,68 +200,72 @@ def run(p: TnoSequencerParams, run: Run) -> None:
     _summary(p, table, bw, run)
 
 
+def _variants(p: TnoSequencerParams, table: pd.DataFrame):
+    """Yield (label, rows) for every (popularity model, chain rule) in the table."""
+    for model in p.popularity:
+        for chains in p.chains:
+            label = model if len(p.chains) == 1 else f"{model}, {chains}"
+            yield label, table[(table.popularity == model) & (table.chains == chains)]
+
+
 def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latencies: dict, run: Run) -> None:
     rate = table[table.sweep == "rate"]
     with report.figure(run.path("latency_vs_rate.png"),
                        f"Timestamp latency (service {p.service_ms:g} ms per stage)",
                        "event rate (events/s)", "latency (ms)") as ax:
-        for model in p.popularity:
-            t = rate[rate.popularity == model]
-            ax.plot(t.rate_per_s, t.mean_latency_ms, marker="o", label=f"{model}: mean")
-            ax.plot(t.rate_per_s, t.p99_latency_ms, marker="x", linestyle="--", label=f"{model}: p99")
+        for label, t in _variants(p, rate):
+            line = ax.plot(t.rate_per_s, t.mean_latency_ms, marker="o", label=f"{label}: mean")[0]
+            ax.plot(t.rate_per_s, t.p99_latency_ms, marker="x", linestyle="--", color=line.get_color(),
+                    label=f"{label}: p99")
         ax.set_xscale("log")
     with report.figure(run.path("latency_cdf.png"), "Timestamp latency distribution", "latency (ms)",
                        "cumulative fraction of events") as ax:
-        for (model, r), v in latencies.items():
+        for (model, chains, r), v in latencies.items():
             if r in (min(p.rates), max(p.rates)):
                 v = np.sort(v)
-                ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=f"{model}, {r:g}/s")
-    svc = table[table.sweep == "service"]
+                ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
+                        label=f"{model}, {chains}, {r:g}/s")
     with report.figure(run.path("throughput_vs_service.png"),
                        f"Throughput at {max(p.rates):g} events/s offered",
                        "service time per timestamp stage (ms)", "events/s") as ax:
-        for model in p.popularity:
-            t = svc[svc.popularity == model]
-            line = ax.plot(t.service_ms, t.throughput_per_s, marker="o", label=f"{model}: measured")[0]
+        for label, t in _variants(p, table[table.sweep == "service"]):
+            line = ax.plot(t.service_ms, t.throughput_per_s, marker="o", label=f"{label}: measured")[0]
             cap = t[np.isfinite(t.capacity_per_s)]
             ax.plot(cap.service_ms, cap.capacity_per_s, linestyle=":", color=line.get_color(),
-                    label=f"{model}: predicted capacity")
+                    label=f"{label}: predicted capacity")
         ax.axhline(max(p.rates), color="grey", linewidth=0.8, label="offered")
         ax.set_yscale("log")
-    with report.figure(run.path("bandwidth_share.png"), "Share of inter-server bandwidth per server",
-                       "server", "share of inter-server bytes") as ax:
-        width = 0.8 / max(1, len(p.popularity))
-        for i, model in enumerate(p.popularity):
-            t = bw[bw.popularity == model]
-            ax.bar(t.server + i * width, t.bandwidth_share, width=width, label=model)
-        ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
-    with report.figure(run.path("outgoing_bandwidth.png"),
-                       f"Outgoing bandwidth per server at {max(p.rates):g} events/s", "server",
-                       "% of the timestamp bytes it handles sent to other servers") as ax:
-        for i, model in enumerate(p.popularity):
-            t = bw[bw.popularity == model]
-            ax.bar(t.server + i * width, t.outgoing_percent, width=width, label=model)
-        ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
+    variants = list(_variants(p, bw))
+    width = 0.8 / max(1, len(variants))
+    for png, column, title, ylabel in (
+            ("bandwidth_share", "bandwidth_share", "Share of inter-server bandwidth per server",
+             "share of inter-server bytes"),
+            ("outgoing_bandwidth", "outgoing_percent", f"Outgoing bandwidth per server at {max(p.rates):g} "
+             "events/s", "% of the timestamp bytes it handles sent to other servers")):
+        with report.figure(run.path(f"{png}.png"), title, "server", ylabel) as ax:
+            for i, (label, t) in enumerate(variants):
+                ax.bar(t.server + i * width, t[column], width=width, label=label)
+            ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
     subs = table[table.sweep == "subscriptions"]
     for what, column, label in (("latency", "mean_latency_ms", "mean latency (ms)"),
                                 ("throughput", "throughput_per_s", "timestamps/s")):
         with report.figure(run.path(f"{what}_vs_subscriptions.png"),
                            f"{what.capitalize()} at {p.subscription_rate:g} requests/s",
                            "total subscriptions", label) as ax:
-            for model in p.popularity:
-                t = subs[subs.popularity == model]
-                ax.plot(t.subscriptions, t[column], marker="o", label=model)
+            for name, t in _variants(p, subs):
+                ax.plot(t.subscriptions, t[column], marker="o", label=name)
             ax.set_xscale("log")
 
 
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:
-    cols = ["popularity", "sweep", "topics_per_client", "subscriptions", "rate_per_s", "service_ms", "events",
-            "mean_latency_ms", "p99_latency_ms", "throughput_per_s", "capacity_per_s"]
+    cols = ["popularity", "chains", "sweep", "topics_per_client", "subscriptions", "rate_per_s", "service_ms",
+            "events", "mean_latency_ms", "p99_latency_ms", "throughput_per_s", "capacity_per_s"]
     chain = ["mean_tms_visited", "mean_timestamp_stages", "mean_servers_visited", "mean_timestamp_entries",
              "remote_subscription_share"]
-    shape = table[table.topics_per_client == p.topics_per_client].groupby("popularity", sort=False)[chain]
+    shape = table[table.topics_per_client == p.topics_per_client].groupby(["popularity", "chains"],
+                                                                          sort=False)[chain]
     shape = shape.first().reset_index()
-    shape.insert(1, "law", [describe(p.topics, m)["law"] for m in shape.popularity])
+    shape.insert(2, "law", [describe(p.topics, m)["law"] for m in shape.popularity])
     if p.deployment == "geo":
         where = (f"Geo-distributed deployment: {p.servers} sites with one server each, TMs of topics in "
                  f"contiguous id ranges of {int(np.ceil(p.topics / p.servers))}, {p.clients} clients in "
@@ -262,7 +276,9 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
         where = (f"Global deployment: one popularity over topic ids, {p.servers} servers hosting contiguous "
                  f"ranges of the precedence order, servers and clients over {p.regions} regions at random")
     run.path("summary.md").write_text(
-        f"# tno_sequencer\n\n{where}. Precedence {p.precedence}; {p.topics_per_client} topics per client "
+        f"# tno_sequencer\n\n{where}. Precedence {p.precedence}; chain rules {', '.join(p.chains)} (etree: "
+        "up the elimination tree; interval: every TM between in precedence order; literal: group members "
+        f"only); {p.topics_per_client} topics per client "
         f"(rate and service sweeps); short links 10 ± 2 ms inside a site/region, long 100 ± 10 ms between; "
         f"{p.duration_s:g} s of publications per point, {'causal' if p.causal else 'TNO'} sequencing groups, "
         f"seed {p.seed}. Latency: request sent by the client until the finished timestamp is back at the "

@@ -6,17 +6,28 @@ of SG_T; it then visits the TMs of the higher-ranked topics of SG_T in rank orde
 writing its current counter without incrementing and updating its LLC from the partial
 timestamp. Only ids and timestamps travel; there are no acknowledgements.
 
-Chains are intervals of the precedence order: an event on T visits every TM from T up to
-the highest-ranked member of SG_T, and TMs outside SG_T only relay it. With FIFO links this
-makes any two chains meet all their common TMs in the same order (their common TMs form one
-interval, crossed over the same links), and any three pairwise-overlapping chains share a TM,
-so the timestamp order has no cycles. Visiting only SG members (`intervals=False`) lets
-chains overtake each other along different paths; the property tests find executions where
-the resulting timestamps form a cycle that no subscriber can notify.
+Which TMs a chain visits (`chains`):
+
+- `etree` (default): the elimination tree of the graph joining T and T' when T' is in SG_T (or
+  both are topics of one subscription request, `together`). Topics are eliminated in
+  precedence order, lowest rank first; parent(T) is the lowest-ranked of T's higher-ranked
+  neighbours, and parent(T) is joined to T's other higher-ranked neighbours. Every
+  higher-ranked member of SG_T is then an ancestor of T, and an event on T climbs the tree from
+  T to the highest-ranked one; members write their stage, the other TMs only relay. Upward paths
+  in a tree meet like intervals on a line, so the argument for intervals carries over.
+- `interval`: every TM from T up to the highest-ranked member of SG_T in precedence order.
+  With FIFO links any two chains meet all their common TMs in the same order (their common
+  TMs form one interval, crossed over the same links), and any three pairwise-overlapping
+  chains share a TM, so the timestamp order has no cycles. Longer than `etree` chains where
+  groups are sparse.
+- `literal`: the members of SG_T only, as the paper's text reads. Chains can overtake each
+  other along different paths; the property tests find executions where the timestamps form
+  a cycle that no subscriber can notify (events buffered forever).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 
@@ -55,25 +66,63 @@ class TopicManager:
                 self.llc[u] = ts[u]
 
 
+CHAINS = ("etree", "interval", "literal")
+
+
+def elimination_tree(groups: dict[int, set[int]], rank: dict[int, int],
+                     together: Iterable[set[int]] = ()) -> dict[int, int | None]:
+    """Return parent[T] (None at a root) of the elimination tree of the graph T - T' for T' in SG_T
+    and for T, T' in one set of `together`, eliminating topics lowest rank first."""
+    adj: dict[int, set[int]] = {t: set() for t in groups}
+    for t, g in groups.items():
+        for u in g:
+            if u != t:
+                adj[t].add(u)
+                adj.setdefault(u, set()).add(t)
+    for s in together:
+        for u in s:
+            adj.setdefault(u, set()).update(v for v in s if v != u)
+    parent: dict[int, int | None] = {}
+    for t in sorted(adj, key=rank.get):
+        higher = [u for u in adj[t] if rank[u] > rank[t]]
+        parent[t] = min(higher, key=rank.get) if higher else None
+        for u in higher:
+            if u != parent[t]:
+                adj[parent[t]].add(u)
+                adj[u].add(parent[t])
+    return parent
+
+
 class Sequencer:
     """All topic managers plus the chains through them; `broken` skips the later stages."""
 
     def __init__(self, groups: dict[int, set[int]], rank: dict[int, int], broken: bool = False,
-                 intervals: bool = True):
+                 chains: str = "etree", together: Iterable[set[int]] = ()):
+        if chains not in CHAINS:
+            raise ValueError(f"chains must be one of {', '.join(CHAINS)} (got {chains!r})")
         self.rank = rank
         self.groups = groups
         self.broken = broken
-        self.intervals = intervals
+        self.chains = chains
         self.by_rank = sorted(groups, key=rank.get)
+        self.parent = elimination_tree(groups, rank, together) if chains == "etree" else {}
         self.tm = {t: TopicManager(t, rank[t], sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
                    for t, g in groups.items()}
 
     def _span(self, start: int, members: set[int]) -> list[int]:
-        """Return the TMs from `start` up to the highest-ranked of `members`, in rank order."""
-        if not self.intervals:
+        """Return the TMs from `start` up to the highest-ranked of `members`, in the chain rule's order."""
+        if self.chains == "literal":
             return sorted(members, key=self.rank.get)
-        lo, hi = self.rank[start], max(self.rank[u] for u in members)
-        return [t for t in self.by_rank if lo <= self.rank[t] <= hi]
+        top = max(self.rank[u] for u in members)
+        if self.chains == "interval":
+            return [t for t in self.by_rank if self.rank[start] <= self.rank[t] <= top]
+        path = [start]
+        while self.rank[path[-1]] < top and self.parent[path[-1]] is not None:
+            path.append(self.parent[path[-1]])
+        if not members <= set(path):
+            raise ValueError(f"topics {sorted(members - set(path))} are not on the elimination-tree path "
+                             f"from topic {start}: give the request's topics in `together`")
+        return path
 
     def chain(self, topic: int) -> list[int]:
         """Return the TMs an event on `topic` visits, in order."""
@@ -84,7 +133,7 @@ class Sequencer:
 
     def subscription_chain(self, topics: set[int]) -> list[int]:
         """Return the TMs a subscription timestamp request visits: its topics and every
-        higher-ranked member of their groups (and, with intervals, the TMs in between)."""
+        higher-ranked member of their groups (and the relays between them the chain rule adds)."""
         visit = set(topics)
         for t in topics:
             visit |= {u for u in self.groups[t] if self.rank[u] > self.rank[t]}

@@ -5,7 +5,8 @@ Time is in milliseconds. Sequencer messages travel between clients and servers o
 link; each TM serves one message at a time (`service_ms`). The ENS is a function giving,
 for an event published by a client on a topic, each receiving subscriber's delay.
 
-Chains are intervals of the precedence order (see `sequencer`), so FIFO links suffice.
+Chains follow one of the sequencer's chain rules (see `sequencer`); with `etree` or `interval`,
+FIFO links suffice.
 """
 from __future__ import annotations
 
