@@ -219,6 +219,9 @@ class TnoOrderingParams(OnRouters):
     jitter: float = 0.5
     subscription_changes: int = 30
     loss: float = 0.02
+    loss_sweep: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05)
+    recovery_after_ms: float = 50.0
+    recovery_timeout_ms: float = 300.0
     ttl_ms: float = 2000.0
     buffer_size: int = 100
     servers: int = 5
@@ -241,6 +244,12 @@ class TnoOrderingParams(OnRouters):
         _require(0 <= self.subscription_changes <= self.clients, "subscription_changes",
                  f"must be in 0..clients ({self.clients})", self.subscription_changes)
         _require(0.0 <= self.loss < 1.0, "loss", "must be in [0, 1)", self.loss)
+        for x in self.loss_sweep:
+            _require(0.0 <= x < 1.0, "loss_sweep", "every value must be in [0, 1)", x)
+        _require(len(set(self.loss_sweep)) == len(self.loss_sweep), "loss_sweep", "values must be distinct",
+                 list(self.loss_sweep))
+        _require(self.recovery_after_ms >= 0, "recovery_after_ms", "must be >= 0", self.recovery_after_ms)
+        _require(self.recovery_timeout_ms > 0, "recovery_timeout_ms", "must be > 0", self.recovery_timeout_ms)
         _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
         _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
         _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",

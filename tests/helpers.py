@@ -10,7 +10,7 @@ from scribe_spark.pastry.kernels import Ring
 from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber, check_tno
 from scribe_spark.tno.sequencer import Sequencer
-from scribe_spark.tno.simulation import Simulation, contiguous_placement, random_ens
+from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement, random_ens
 
 ROOT = Path(__file__).resolve().parent.parent
 M = 1 << 128
@@ -50,7 +50,7 @@ def closest_brute(ints, key):
 
 def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains="etree", sub_changes=0,
              unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
-             service_ms=0.0):
+             service_ms=0.0, recovery=None):
     """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
     rng = np.random.default_rng(seed)
     subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)),
@@ -65,7 +65,10 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains
     place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
     subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl,
                                  buffer_size=buffer_size) for c in subs}
-    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms)
+    rec = None if recovery is None else Recovery(lambda topic, sid: 20.0, np.random.default_rng([seed, 10]),
+                                                 sequencer_loss=loss, enabled=recovery)
+    sim = Simulation(seq, place, subscribers, random_ens(80.0), rng, loss=loss, service_ms=service_ms,
+                     recovery=rec)
     for _ in range(events):
         sim.at(float(rng.uniform(0, 2000)), sim.publish, int(rng.integers(clients)),
                int(rng.integers(topics)))

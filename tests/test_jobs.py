@@ -46,7 +46,14 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
 @pytest.mark.slow
 def test_tno_ordering_job_checks_tno_over_scribe(tiny):
     folder = tiny("tno_ordering")
-    both = pd.read_csv(folder / "ordering.csv").set_index(["chains", "scenario"])
+    table = pd.read_csv(folder / "ordering.csv")
+    sweep = table[table.scenario == "loss_sweep"].set_index("recovery")
+    assert list(sweep.loss) == [0.05, 0.05] and (sweep.lost > 0).all()
+    assert sweep.lost[True] == sweep.lost[False]                         # the same losses in both arms
+    assert sweep.sequencer_resends[True] == sweep.sequencer_resends[False]
+    assert sweep.recovered[True] > 0 and sweep.recovery_messages[False] == 0
+    assert sweep.out_of_order_tags[True] < sweep.out_of_order_tags[False]
+    both = table[table.scenario != "loss_sweep"].set_index(["chains", "scenario"])
     assert list(both.index.levels[0]) == ["etree", "literal"]
     # literal chains (group members only) may leave events buffered, but never notify out of order
     assert (both.loc["literal"].loc[["tno", "tno_subscription_changes"], "violating_pairs"] == 0).all()

@@ -24,7 +24,7 @@ from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber, check_tno
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer
-from scribe_spark.tno.simulation import Simulation, contiguous_placement
+from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement
 from scribe_spark.workloads.network import make_ring, shared_network
 from scribe_spark.workloads.popularity import draw_subscriptions, popularity
 
@@ -85,17 +85,23 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     change_at = {c: float(pub_rng.uniform(0.2 * span, 0.8 * span)) for c in later}
 
     rows, delays = [], {}
-    for chains, scenario in [(c, x) for c in p.chains for x in SCENARIOS]:
+    runs = [(c, x, p.loss if x == "tno_unreliable" else 0.0, None) for c in p.chains for x in SCENARIOS]
+    # loss with and without recovery (first chain rule): ENS and sequencer messages lost alike
+    runs += [(p.chains[0], "loss_sweep", x, recover) for x in p.loss_sweep for recover in (False, True)]
+    for chains, scenario, loss, recover in runs:
         t0 = time.time()
         sim_rng = np.random.default_rng([p.seed, 9])
-        unreliable = scenario == "tno_unreliable"
+        unreliable = scenario in ("tno_unreliable", "loss_sweep")
+        recovery = None if recover is None else Recovery(
+            ens.rtt, np.random.default_rng([p.seed, 10]), after_ms=p.recovery_after_ms,
+            timeout_ms=p.recovery_timeout_ms, sequencer_loss=loss, enabled=recover)
         seq = Sequencer(sg, rank, chains=chains, together=later.values())
         place = contiguous_placement(list(range(p.topics)), p.servers, list(range(p.clients)), p.regions,
                                      sim_rng)
         subscribers = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
                                      ttl=p.ttl_ms if unreliable else None,
                                      buffer_size=p.buffer_size if unreliable else None) for c in subs}
-        sim = Simulation(seq, place, subscribers, ens, sim_rng, loss=p.loss if unreliable else 0.0)
+        sim = Simulation(seq, place, subscribers, ens, sim_rng, loss=loss, recovery=recovery)
         for at, c, t in publications:
             sim.at(float(at), sim.publish, int(c), int(t))
         if scenario == "tno_subscription_changes":
@@ -107,8 +113,10 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         logs = {c: [e[0] for e in s.log] for c, s in subscribers.items()}
         res = check_tno(logs, sum(len(s.waiting) for s in subscribers.values()))
         buffering = np.array([e[1] - e[3] for s in subscribers.values() for e in s.log])
-        delays[(chains, scenario)] = buffering
-        rows.append({"chains": chains, "scenario": scenario, "subscribers": p.clients, "events": p.events,
+        if scenario != "loss_sweep":
+            delays[(chains, scenario)] = buffering
+        rows.append({"chains": chains, "scenario": scenario, "loss": loss, "recovery": bool(recover),
+                     "subscribers": p.clients, "events": p.events,
                      "notifications": int(sum(len(s.log) for s in subscribers.values())),
                      "subscriber_pairs": res.subscriber_pairs, "violating_pairs": res.violating_pairs,
                      "inverted_event_pairs": res.inverted_event_pairs, "undelivered": res.undelivered,
@@ -116,13 +124,18 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                      "lost": sim.stats.lost,
                      "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
                      "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
-                     "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency))})
-        run.log(f"{chains} chains, {scenario}: {res.violating_pairs} violating subscriber pairs of "
+                     "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency)),
+                     "recovery_messages": sim.stats.recovery_messages, "recovered": sim.stats.recovered,
+                     "sequencer_resends": sim.stats.resent})
+        what = (scenario if scenario != "loss_sweep"
+                else f"loss {loss:.1%} {'with' if recover else 'without'} recovery")
+        run.log(f"{chains} chains, {what}: {res.violating_pairs} violating subscriber pairs of "
                 f"{res.subscriber_pairs}, "
                 f"{res.undelivered} undelivered, {rows[-1]['out_of_order_tags']} out-of-order tags "
                 f"({time.time() - t0:.1f}s)")
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("ordering.csv"))
+    main, sweep = table[table.scenario != "loss_sweep"], table[table.scenario == "loss_sweep"]
     with report.figure(run.path("buffering_delay_cdf.png"), "Delay added by the ordering layer",
                        "buffering delay (ms)", "cumulative fraction of notifications") as ax:
         for (chains, scenario), v in delays.items():
@@ -132,8 +145,20 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     with report.figure(run.path("violations.png"),
                        "Subscriber pairs that saw common events in different orders",
                        "scenario", "violating subscriber pairs") as ax:
-        ax.bar(range(len(table)), table.violating_pairs)
-        ax.set_xticks(range(len(table)), table.scenario + ", " + table.chains, rotation=30, ha="right")
+        ax.bar(range(len(main)), main.violating_pairs)
+        ax.set_xticks(range(len(main)), main.scenario + ", " + main.chains, rotation=30, ha="right")
+    if len(sweep):
+        with report.figure(run.path("loss_recovery.png"), f"ENS and sequencer loss ({p.chains[0]} chains)",
+                           "loss probability", "count") as ax:
+            for recover, t in sweep.groupby("recovery"):
+                how = "with recovery" if recover else "without recovery"
+                line = ax.plot(t.loss, t.out_of_order_tags, marker="o", label=f"out-of-order tags, {how}")[0]
+                ax.plot(t.loss, t.violating_pairs, marker="x", linestyle="--", color=line.get_color(),
+                        label=f"violating subscriber pairs, {how}")
+            ax.set_xscale("log")
+    cols = ["loss", "recovery", "notifications", "violating_pairs", "undelivered", "out_of_order_tags",
+            "lost", "recovery_messages", "recovered", "sequencer_resends", "mean_buffering_ms",
+            "p99_buffering_ms", "mean_timestamp_latency_ms"]
     run.path("summary.md").write_text(
         f"# tno_ordering\n\n{p.clients} subscribers (of {p.nodes} Scribe nodes), {p.topics} topics "
         f"({p.popularity} popularity, {p.topics_per_client} topics each), {p.events} events at {p.rate:g}/s, "
@@ -142,4 +167,12 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         f"sequencing groups, seed {p.seed}. Chain rules: {', '.join(p.chains)} (etree: up the elimination "
         "tree; interval: every TM between in precedence order; literal: group members only, which can leave "
         "events buffered forever: `undelivered`). TNO is checked, not assumed: every pair of subscribers, "
-        "every pair of events both were notified of.\n\n" + report.markdown_table(table, ".1f") + "\n")
+        "every pair of events both were notified of.\n\n" + report.markdown_table(main, ".1f") + "\n\n"
+        f"## Loss with and without recovery ({p.chains[0]} chains)\n\nENS deliveries and sequencer "
+        "messages are lost with the given probability; a lost sequencer message is sent again after "
+        f"{p.recovery_timeout_ms:g} ms (both arms). With recovery, a subscriber whose buffered events "
+        f"wait on a missing slot {p.recovery_after_ms:g} ms after an arrival asks its Scribe parent for "
+        "it (one tree hop there and back; requests and replies lost alike; asked again after "
+        f"{p.recovery_timeout_ms:g} ms); TTL and buffer stay as the backstop. Same random ENS losses in "
+        "both arms.\n\n"
+        + report.markdown_table(sweep[cols], ".1f") + "\n")

@@ -86,6 +86,23 @@ class Subscriber:
         # a counter from before this subscriber's subscription to t puts no constraint on it
         return t in self.since and counter < self.since[t]
 
+    def missing(self) -> set[tuple[int, int]]:
+        """Return the (topic, counter) slots buffered events wait for that no buffered event holds:
+        what a subscriber with gap recovery asks for."""
+        if self.buffering or not self.ordered:
+            return set()
+        have = {(t, c) for ev, _ in self.waiting.values() for t, c in ev.ts if t in ev.own}
+        need: set[tuple[int, int]] = set()
+        for ev, _ in self.waiting.values():
+            d = ev.tsd()
+            mine = ev.own & self.topics
+            for t in mine:
+                need.update((t, c) for c in range(self.sub_lc[t] + 1, d[t]))
+            for t in self.topics & d.keys() - mine:
+                if not self._exempt(t, d[t]):
+                    need.update((t, c) for c in range(self.sub_lc[t] + 1, d[t] + 1))
+        return need - have
+
     def _ready(self, ev: Event) -> bool:
         return not self._blocked(ev)
 

@@ -14,6 +14,9 @@ class ScribeENS:
         self.jitter = jitter
         self.pub_to_root = pub_to_root          # (clients, topics) ms
         self.paths = {}
+        # one tree hop up, per (topic, node): what a recovery request to the Scribe parent crosses
+        self.up = {(int(t), int(n)): float(d) for t, n, d in zip(edges.topic, edges.src, edge_delay)}
+        self.typical_hop = float(np.median(edge_delay)) if len(edge_delay) else 0.0
         for topic, e in edges.assign(delay=edge_delay).groupby("topic"):
             parent = dict(zip(e.src, e.dst))
             index = {(c, p): k for k, (c, p) in enumerate(zip(e.src, e.dst))}
@@ -38,3 +41,7 @@ class ScribeENS:
             return np.full(len(receivers), to_root)
         down = m @ (base * j(len(base)))
         return to_root + np.array([down[row_of[r]] if r in row_of else 0.0 for r in receivers])
+
+    def rtt(self, topic: int, node: int) -> float:
+        """Round trip to `node`'s parent in the topic's tree (the root, with no parent: a typical hop)."""
+        return 2.0 * self.up.get((topic, node), self.typical_hop)

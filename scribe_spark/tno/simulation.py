@@ -56,21 +56,49 @@ def site_placement(topics: int, sites: int, clients: int) -> Placement:
 
 
 @dataclass
+class Recovery:
+    """Loss recovery. A subscriber whose buffered events still wait on a missing predecessor
+    `after_ms` after an arrival asks its Scribe parent for it (`rtt(topic, subscriber)` ms there
+    and back; the parent has every event once it is published); a request or reply is lost like
+    an ENS delivery, and a slot not answered within `timeout_ms` is asked again. Sequencer
+    messages are lost with `sequencer_loss` and sent again by their sender after `timeout_ms`
+    (FIFO kept: later messages on the link wait behind the resent one). Its random draws come
+    from its own generators, so the ENS and sequencer losses are the same with and without recovery."""
+
+    rtt: Callable[[int, int], float]
+    rng: np.random.Generator
+    after_ms: float = 50.0
+    timeout_ms: float = 300.0
+    sequencer_loss: float = 0.0
+    enabled: bool = True            # False: sequencer losses and resends only, no gap recovery
+
+    def __post_init__(self) -> None:
+        # sequencer losses draw from their own stream: the same with and without gap recovery
+        self.seq_rng = np.random.default_rng(self.rng.integers(2**63))
+
+
+@dataclass
 class Stats:
     latency: list = field(default_factory=list)          # timestamp latency per event (ms)
     completed_at: list = field(default_factory=list)
     bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
     bytes_in: dict = field(default_factory=dict)         # server -> bytes of the requests it received
     lost: int = 0
+    recovery_messages: int = 0                           # requests and replies of gap recovery
+    recovered: int = 0                                   # events a subscriber got by asking
+    resent: int = 0                                      # sequencer messages lost and sent again
 
 
 class Simulation:
     """One run: schedule publications and subscription changes, then `run()`."""
 
     def __init__(self, seq: Sequencer, placement: Placement, subscribers: dict[int, Subscriber],
-                 ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0):
+                 ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0,
+                 recovery: Recovery | None = None):
         self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
-        self.service_ms, self.loss = service_ms, loss
+        self.service_ms, self.loss, self.recovery = service_ms, loss, recovery
+        self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
+        self.asked: dict = {}       # (subscriber, slot) -> when it last asked for it
         self.heap: list = []
         self.n = 0
         self.requests = 0           # sequencer requests started (events and subscriptions)
@@ -101,6 +129,10 @@ class Simulation:
         ra = self.place.client_region[src[1]] if src[0] == "c" else self.place.server_region[src[1]]
         rb = self.place.client_region[dst[1]] if dst[0] == "c" else self.place.server_region[dst[1]]
         arrive = t + self.place.delay(ra, rb, self.rng)
+        rec = self.recovery
+        if rec is not None and rec.sequencer_loss and rec.seq_rng.random() < rec.sequencer_loss:
+            arrive += rec.timeout_ms      # lost: the sender's timeout fires and it sends again
+            self.stats.resent += 1
         if src[0] == "s" and dst[0] == "s":
             self.stats.bytes_out[src[1]] = self.stats.bytes_out.get(src[1], 0) + size
         if dst[0] == "s":
@@ -202,6 +234,9 @@ class Simulation:
     def _disseminate(self, t: float, client: int, topic: int, ev: Event) -> None:
         if self.ens is None:
             return
+        d = ev.tsd()
+        for u in ev.own:
+            self.by_slot[(u, d[u])] = ev
         receivers = sorted(self.members.get(topic, ()))
         delays = self.ens(client, topic, receivers, self.rng)
         for sid, d in zip(receivers, delays):
@@ -214,6 +249,37 @@ class Simulation:
         s = self.subs[sid]
         if ev.own & s.topics:
             s.receive(ev, t)
+            if self.recovery is not None and self.recovery.enabled and s.waiting:
+                self.at(t + self.recovery.after_ms, self._ask, sid)
+
+    # -- loss recovery ---------------------------------------------------------------------------
+    def _ask(self, t: float, sid: int) -> None:
+        """Ask the Scribe parent for every slot the subscriber's buffered events still miss."""
+        rec = self.recovery
+        for slot in sorted(self.subs[sid].missing()):
+            last = self.asked.get((sid, slot))
+            if last is not None and t - last < rec.timeout_ms:
+                continue                                   # asked recently: wait for the answer
+            self.asked[(sid, slot)] = t
+            self.stats.recovery_messages += 1              # the request
+            ev = self.by_slot.get(slot)
+            if rec.rng.random() < self.loss or ev is None:  # request lost, or the parent has nothing yet
+                self.stats.recovery_messages += ev is None  # "not yet" answer
+                self.at(t + rec.timeout_ms, self._ask, sid)
+                continue
+            self.stats.recovery_messages += 1              # the reply
+            if rec.rng.random() < self.loss:
+                self.at(t + rec.timeout_ms, self._ask, sid)
+                continue
+            self.at(t + rec.rtt(slot[0], sid), self._recovered, sid, ev)
+
+    def _recovered(self, t: float, sid: int, ev: Event) -> None:
+        s = self.subs[sid]
+        if ev.own & s.topics and ev.eid not in s.seen:
+            self.stats.recovered += 1
+            s.receive(ev, t)
+            if s.waiting:
+                self.at(t + self.recovery.after_ms, self._ask, sid)
 
     def tick(self, t: float, every: float, until: float) -> None:
         """Periodic TTL check for the unreliable mode."""
