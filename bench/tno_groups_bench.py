@@ -35,7 +35,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark.tno import groups
-    from scribe_spark.workloads.popularity import POPULARITY, draw_subscriptions, popularity
+    from scribe_spark.workloads.popularity import MODELS, draw_subscriptions, popularity
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g")
              .config("spark.sql.shuffle.partitions", os.environ.get("SHUFFLE_PARTITIONS", "4"))
@@ -43,7 +43,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     print("| popularity | subscriptions | Spark s (best) | SciPy s (best) | Spark / SciPy | mean |SG| |")
     print("|---|---|---|---|---|---|")
-    for model in POPULARITY:
+    for model in MODELS:
         sub, top = draw_subscriptions(args.clients, args.per_client, popularity(args.topics, model),
                                       np.random.default_rng(1))
         df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),

@@ -134,9 +134,9 @@ def _require_chains(chains: tuple[str, ...]) -> None:
         _require(c in CHAINS, "chains", f"rules are {', '.join(CHAINS)}", c)
 
 
-def _require_models(models: tuple[str, ...] | str) -> None:
+def _require_models(models: tuple[str, ...] | str, topics: int) -> None:
     """Check a `popularity` value: one model name, or a non-empty list of them."""
-    from scribe_spark.workloads.popularity import parse_model
+    from scribe_spark.workloads.popularity import parse_model, popularity
     names = (models,) if isinstance(models, str) else models
     _require(len(names) > 0, "popularity", "must list at least one model", list(names))
     _require(len(set(names)) == len(names), "popularity", "models must be distinct", list(names))
@@ -145,6 +145,8 @@ def _require_models(models: tuple[str, ...] | str) -> None:
             parse_model(m)
         except ValueError as e:
             raise ConfigError(f"key 'popularity': {e}") from None
+        _require(popularity(max(topics, 1), m).min() > 0, "popularity",
+                 f"the law gives some of the {topics} topics probability 0 (shape too large)", m)
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ class TnoSizeParams:
         for k in self.topics_per_client:
             _require(1 <= k <= self.topics, "topics_per_client",
                      f"every value must be in 1..topics ({self.topics})", k)
-        _require_models(self.popularity)
+        _require_models(self.popularity, self.topics)
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ class TnoOrderingParams(OnRouters):
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require_models(self.popularity)
+        _require_models(self.popularity, self.topics)
         _require(self.events >= 1, "events", "must be >= 1", self.events)
         _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
         _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
@@ -310,7 +312,7 @@ class TnoSequencerParams:
                  self.subscription_rate)
         _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require_models(self.popularity)
+        _require_models(self.popularity, self.topics)
         _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))
         for r in self.rates:
             _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)

@@ -149,7 +149,8 @@ def test_recovery_without_loss_keeps_tno(chains):
     for seed in range(3):
         res, tags, sim = tno_scenario(seed, chains=chains, recovery=True, sub_changes=6)
         assert res.ok and tags == 0, res
-        assert sim.stats.lost == sim.stats.resent == 0
+        assert sim.stats.lost == sim.stats.resent == sim.stats.recovered == 0   # asking never beats the ENS
+        assert sim.stats.recovery_messages > 0                                # gaps from reordering: asked
 
 
 def test_recovery_cuts_out_of_order_releases():

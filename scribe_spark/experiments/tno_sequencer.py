@@ -7,8 +7,8 @@ the other sites' after them, the popularity law over that ranking; a client publ
 subscribes by its site's law. `global`: one popularity over topic ids; TMs in contiguous ranges
 of the precedence order; clients and servers spread over `regions` at random. Links: same
 site/region short (10 ± 2 ms), else long (100 ± 10 ms), FIFO. A TM serves one message at a time
-and spends `service_ms` on a stage that reads or writes the timestamp; relays (TMs inside a
-chain's interval but outside the event's sequencing group) wait their turn but cost nothing.
+and spends `service_ms` on a stage that reads or writes the timestamp; relays (TMs on a
+chain but outside the event's sequencing group) wait their turn but cost nothing.
 Sequencing groups come from the Spark self-join. Each point publishes `rate` x `duration_s`
 events at uniform random times from random clients.
 
@@ -270,7 +270,7 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
     shape.insert(2, "law", [describe(p.topics, m)["law"] for m in shape.popularity])
     if p.deployment == "geo":
         where = (f"Geo-distributed deployment: {p.servers} sites with one server each, TMs of topics in "
-                 f"contiguous id ranges of {int(np.ceil(p.topics / p.servers))}, {p.clients} clients in "
+                 f"contiguous id ranges of about {p.topics / p.servers:g}, {p.clients} clients in "
                  "equal blocks per site; each site ranks its own topics first and the other sites' after "
                  "them (interleaved), and its clients publish and subscribe by the popularity law over that "
                  "ranking")

@@ -48,10 +48,9 @@ def contiguous_placement(topics: list[int], servers: int, clients: list[int], re
 
 def site_placement(topics: int, sites: int, clients: int) -> Placement:
     """The TNO paper's geo-distributed deployment: one server per site (region s = server s), TMs
-    of topics in contiguous id ranges (the first ceil(topics / sites) on server 0, ...), and the
-    clients in equal contiguous blocks over the sites."""
-    per = int(np.ceil(topics / sites))
-    return Placement({t: t // per for t in range(topics)}, list(range(sites)),
+    of topics in contiguous id ranges of equal size (within one topic), and the clients in equal
+    contiguous blocks over the sites."""
+    return Placement({t: t * sites // topics for t in range(topics)}, list(range(sites)),
                      {c: c * sites // clients for c in range(clients)})
 
 
@@ -59,10 +58,12 @@ def site_placement(topics: int, sites: int, clients: int) -> Placement:
 class Recovery:
     """Loss recovery. A subscriber whose buffered events still wait on a missing predecessor
     `after_ms` after an arrival asks its Scribe parent for it (`rtt(topic, subscriber)` ms there
-    and back; the parent has every event once it is published); a request or reply is lost like
-    an ENS delivery, and a slot not answered within `timeout_ms` is asked again. Sequencer
+    and back; the parent holds an event from half that before the ENS brings it to the
+    subscriber, so asking never beats a delivery that is not lost); a request or reply is lost
+    like an ENS delivery, and a slot not answered within `timeout_ms` is asked again. Sequencer
     messages are lost with `sequencer_loss` and sent again by their sender after `timeout_ms`
-    (FIFO kept: later messages on the link wait behind the resent one). Its random draws come
+    (FIFO kept: later messages on the link wait behind the resent one; a resend is not lost
+    again). Its random draws come
     from its own generators, so the ENS and sequencer losses are the same with and without recovery."""
 
     rtt: Callable[[int, int], float]
@@ -98,7 +99,8 @@ class Simulation:
         self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
         self.service_ms, self.loss, self.recovery = service_ms, loss, recovery
         self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
-        self.asked: dict = {}       # (subscriber, slot) -> when it last asked for it
+        self.asked: dict = {}       # (subscriber, slot) -> until when it waits for the answer
+        self.reach: dict = {}       # (event id, subscriber) -> when the ENS brings it there (lost or not)
         self.heap: list = []
         self.n = 0
         self.requests = 0           # sequencer requests started (events and subscriptions)
@@ -240,6 +242,8 @@ class Simulation:
         receivers = sorted(self.members.get(topic, ()))
         delays = self.ens(client, topic, receivers, self.rng)
         for sid, d in zip(receivers, delays):
+            if self.recovery is not None:     # when the ENS brings it to sid (lost or not), for recovery
+                self.reach[(ev.eid, sid)] = min(t + d, self.reach.get((ev.eid, sid), float("inf")))
             if self.loss and self.rng.random() < self.loss:
                 self.stats.lost += 1
                 continue
@@ -257,21 +261,24 @@ class Simulation:
         """Ask the Scribe parent for every slot the subscriber's buffered events still miss."""
         rec = self.recovery
         for slot in sorted(self.subs[sid].missing()):
-            last = self.asked.get((sid, slot))
-            if last is not None and t - last < rec.timeout_ms:
+            if t < self.asked.get((sid, slot), -1.0):
                 continue                                   # asked recently: wait for the answer
-            self.asked[(sid, slot)] = t
+            deadline = self.asked[(sid, slot)] = t + rec.timeout_ms
             self.stats.recovery_messages += 1              # the request
+            if rec.rng.random() < self.loss:               # request lost: ask again at the deadline
+                self.at(deadline, self._ask, sid)
+                continue
+            self.stats.recovery_messages += 1              # the reply: the event, or "not yet"
+            rtt = rec.rtt(slot[0], sid)
             ev = self.by_slot.get(slot)
-            if rec.rng.random() < self.loss or ev is None:  # request lost, or the parent has nothing yet
-                self.stats.recovery_messages += ev is None  # "not yet" answer
-                self.at(t + rec.timeout_ms, self._ask, sid)
+            # the parent holds the event one tree hop before the ENS brings it to this subscriber
+            if ev is None or self.reach.get((ev.eid, sid), t) - rtt / 2 > t + rtt / 2:
+                self.at(deadline, self._ask, sid)
                 continue
-            self.stats.recovery_messages += 1              # the reply
-            if rec.rng.random() < self.loss:
-                self.at(t + rec.timeout_ms, self._ask, sid)
+            if rec.rng.random() < self.loss:               # reply lost
+                self.at(deadline, self._ask, sid)
                 continue
-            self.at(t + rec.rtt(slot[0], sid), self._recovered, sid, ev)
+            self.at(t + rtt, self._recovered, sid, ev)
 
     def _recovered(self, t: float, sid: int, ev: Event) -> None:
         s = self.subs[sid]
