@@ -277,7 +277,7 @@ class TnoSequencerParams:
     service_ms: float = 0.05
     service_sweep_ms: tuple[float, ...] = (0.0, 0.025, 0.05, 0.1, 0.2)
     duration_s: float = 2.0
-    subscription_sweep: tuple[int, ...] = (10, 20, 50, 100, 200)
+    subscription_sweep: tuple[int, ...] = (2, 5, 10, 20, 50)
     subscription_rate: float = 5000.0
     causal: bool = False
     seed: int = 1
