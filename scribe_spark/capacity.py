@@ -80,10 +80,10 @@ def check(p: Any, limit: int | None = None) -> None:
     for key, size, what in needs(p):
         if size > limit:
             raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
-                              f"{_human(limit)} of memory")
+                              f"{_human(limit)} of memory; lower '{key}'")
     parts = needs(p)
     total = sum(size for _, size, _ in parts)
     if total > limit:
         key = max(parts, key=lambda part: part[1])[0]
         raise ConfigError(f"key '{key}': this run needs at least {_human(total)} in all, more than this "
-                          f"machine's {_human(limit)} of memory")
+                          f"machine's {_human(limit)} of memory; lower '{key}', its largest part")
