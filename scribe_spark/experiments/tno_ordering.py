@@ -177,4 +177,5 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         "it (one tree hop there and back; requests and replies lost alike; asked again after "
         f"{p.recovery_timeout_ms:g} ms); TTL and buffer stay as the backstop. Same random ENS losses in "
         "both arms.\n\n"
-        + report.markdown_table(sweep[cols], ".1f") + "\n")
+        + report.markdown_table(sweep[cols].assign(loss=(100 * sweep.loss).map("{:g}%".format)), ".1f")
+        + "\n")
