@@ -28,11 +28,16 @@ from scribe_spark.workloads.network import make_ring, shared_network
 TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
 
 
+def _rpcs_per_failed(messages: int, failed: int) -> float:
+    """Repair RPCs (a request and its reply) per failed node."""
+    return messages / fl.MESSAGES_PER_RPC / max(1, failed)
+
+
 def _row(phase: str, routed: pd.DataFrame, messages: int, failed: int) -> dict:
     return {"phase": phase, "lookups": len(routed), "mean_hops": routed.hops.mean(),
             "correct_fraction": routed.correct.mean(),
             "repair_messages_per_failed_node": messages / max(1, failed),
-            "repair_rpcs_per_failed_node": messages / fl.MESSAGES_PER_RPC / max(1, failed),
+            "repair_rpcs_per_failed_node": _rpcs_per_failed(messages, failed),
             "timeouts_per_lookup": routed.timeouts.mean(), "rare_case_hops": int(routed.rare.sum()),
             "max_hops": int(routed.hops.max()), "mean_distance": routed.distance.mean()}
 
@@ -82,15 +87,14 @@ def run(p: PastryFailuresParams, run: Run) -> None:
                            "entries_found_dead": step["table_met"],
                            "entries_replaced": step["table_repaired"],
                            "table_messages": step["table_messages"],
-                           "table_rpcs_per_failed_node": step["table_messages"] / fl.MESSAGES_PER_RPC
-                           / max(1, failed)})
+                           "table_rpcs_per_failed_node": _rpcs_per_failed(step["table_messages"], failed)})
             if k == 1:
                 rows.append(_row("after_repair", routed,
                                  lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
         counts = lazy.counts
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("failures.csv"))
-    rpcs = {f"{part}_rpcs_per_failed_node": counts[f"{part}_messages"] / fl.MESSAGES_PER_RPC / max(1, failed)
+    rpcs = {f"{part}_rpcs_per_failed_node": _rpcs_per_failed(counts[f"{part}_messages"], failed)
             for part in ("leaf", "table")}
     repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
                             "leaf_messages": counts["leaf_messages"],

@@ -242,7 +242,7 @@ class Simulation:
         receivers = sorted(self.members.get(topic, ()))
         delays = self.ens(client, topic, receivers, self.rng)
         for sid, d in zip(receivers, delays):
-            if self.recovery is not None:     # when the ENS brings it to sid (lost or not), for recovery
+            if self.recovery is not None and self.recovery.enabled:   # when the ENS brings it (lost or not)
                 self.reach[(ev.eid, sid)] = min(t + d, self.reach.get((ev.eid, sid), float("inf")))
             if self.loss and self.rng.random() < self.loss:
                 self.stats.lost += 1
@@ -265,28 +265,22 @@ class Simulation:
                 continue                                   # asked recently: wait for the answer
             deadline = self.asked[(sid, slot)] = t + rec.timeout_ms
             self.stats.recovery_messages += 1              # the request
-            if rec.rng.random() < self.loss:               # request lost: ask again at the deadline
-                self.at(deadline, self._ask, sid)
-                continue
-            self.stats.recovery_messages += 1              # the reply: the event, or "not yet"
             rtt = rec.rtt(slot[0], sid)
             ev = self.by_slot.get(slot)
             # the parent holds the event one tree hop before the ENS brings it to this subscriber
-            if ev is None or self.reach.get((ev.eid, sid), t) - rtt / 2 > t + rtt / 2:
-                self.at(deadline, self._ask, sid)
-                continue
-            if rec.rng.random() < self.loss:               # reply lost
-                self.at(deadline, self._ask, sid)
-                continue
-            self.at(t + rtt, self._recovered, sid, ev)
+            held = ev is not None and self.reach.get((ev.eid, sid), t) - rtt / 2 <= t + rtt / 2
+            if rec.rng.random() >= self.loss:              # the request arrived
+                self.stats.recovery_messages += 1          # the reply: the event, or "not yet"
+                if held and rec.rng.random() >= self.loss:
+                    self.at(t + rtt, self._recovered, sid, ev)
+                    continue
+            self.at(deadline, self._ask, sid)              # lost, or not there yet: ask again then
 
     def _recovered(self, t: float, sid: int, ev: Event) -> None:
         s = self.subs[sid]
         if ev.own & s.topics and ev.eid not in s.seen:
             self.stats.recovered += 1
-            s.receive(ev, t)
-            if s.waiting:
-                self.at(t + self.recovery.after_ms, self._ask, sid)
+            self._deliver(t, sid, ev)
 
     def tick(self, t: float, every: float, until: float) -> None:
         """Periodic TTL check for the unreliable mode."""
