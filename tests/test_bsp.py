@@ -56,6 +56,33 @@ def test_in_flight_frames_are_released_once_emissions_are_materialized(spark):
     assert out.emitted["seen"].count() == 7
 
 
+def test_a_carried_frame_is_cut_each_superstep_and_only_the_last_one_stays(spark):
+    sc = spark.sparkContext
+
+    def cached() -> int:
+        return len(sc._jsc.sc().getRDDStorageInfo())
+
+    given = spark.createDataFrame([(0,)], "c int")
+    carry = bsp.Carry(total=given)
+
+    def add(inflight, k, n):
+        """The carried frame gathers every counter seen; each step reads it more than once."""
+        seen = carry.cut(carry["total"].unionByName(inflight))
+        carry.keep("total", seen.distinct())
+        return bsp.Superstep(inflight.where(F.col("c") > 0).select((F.col("c") - 1).alias("c")),
+                             {"size": seen.select(F.count("*").alias("n"), F.lit(k).alias("k"))})
+
+    before = cached()
+    out = bsp.run("gather", spark.createDataFrame([(3,)], "c int"), add, 10, carry=carry)
+    assert out.supersteps == 4
+    assertDataFrameEqual(carry["total"], spark.createDataFrame([(0,), (1,), (2,), (3,)], "c int"))
+    assertDataFrameEqual(out.emitted["size"], spark.createDataFrame([(2, 1), (3, 2), (4, 3), (5, 4)],
+                                                                    "n long, k int"))
+    # left: the last in-flight frame, the emission and the last carried frame; never the one given
+    assert cached() - before <= 3
+    assert given.count() == 1
+
+
 def test_quiet_holds_the_progress_lines_back(spark, progress):
     with bsp.quiet():
         bsp.run("countdown", spark.createDataFrame([(1,)], "c int"), countdown, 3)

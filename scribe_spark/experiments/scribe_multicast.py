@@ -65,16 +65,22 @@ def run(p: ScribeParams, run: Run) -> None:
     roots = trees.roots.toPandas().set_index(TOPIC).node
     if not (to_root.dest.to_numpy() == roots.reindex(range(p.topics)).to_numpy()).all():
         raise RuntimeError("a PUBLISH routed to a node other than its topic's root")
+    lap = _Lap(run, t0)
+    lap("publications routed to the roots")
     # ... and the root sends it down the tree
     paths = metrics.tree_paths(overlay, trees)
+    lap("publications sent down the trees")
     live = published.select(TOPIC)  # only accepted publications are disseminated
     delay = metrics.delay_penalty(overlay, trees, paths.join(live, TOPIC), subs).toPandas().sort_values(TOPIC)
     leg = pd.DataFrame({TOPIC: np.arange(p.topics), "publisher_to_root_ms": to_root.distance.to_numpy(),
                         "publisher_to_root_hops": to_root.hops.to_numpy()})
     delay = delay.merge(leg, on=TOPIC, how="left")
+    lap("delay penalty")
     stress = metrics.node_stress(trees).toPandas()
     shape = metrics.tree_shape(trees, paths).toPandas().sort_values(TOPIC)
+    lap("node stress and tree shape")
     links = metrics.link_stress(overlay, routers, trees, subs.join(live, TOPIC))
+    lap("link stress")
     t["metrics_s"] = time.time() - t0
     run.log(f"metrics computed ({t['metrics_s']:.1f}s)")
 
@@ -83,6 +89,18 @@ def run(p: ScribeParams, run: Run) -> None:
     _write(p, run, delay, stress, shape, links, len(routers.edges), n_subs, n_edges,
            {"subscribe_refused": refused_sub, "publish_refused": refused_pub}, t)
     overlay.unpersist()
+
+
+class _Lap:
+    """Log the seconds each part of a phase took."""
+
+    def __init__(self, run: Run, t0: float) -> None:
+        self.run, self.t = run, t0
+
+    def __call__(self, what: str) -> None:
+        now = time.time()
+        self.run.log(f"{what} ({now - self.t:.1f}s)")
+        self.t = now
 
 
 def _hex(ring, nodes):

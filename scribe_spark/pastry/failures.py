@@ -161,7 +161,8 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
     """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
     spark = overlay.state.sparkSession
     dead_bc = spark.sparkContext.broadcast(dead)
-    state = overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])).localCheckpoint()
+    carry = bsp.Carry(state=None)
+    carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
     messages = 0
     new_leaf_type = T.StructType([T.StructField(ID, T.LongType(), False),
                                   T.StructField("new_leaf", T.ArrayType(T.LongType(), False), False)])
@@ -173,20 +174,21 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
 
     def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Contacts reply with their leaf sets; each asker merges them, asking again if need be."""
-        nonlocal state, messages
+        nonlocal messages
         messages += MESSAGES_PER_RPC * n   # a request and its reply
+        state = carry["state"]
         contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
         replies = (inflight.join(contacts, "contact").groupBy(ID)
                    .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
         merged = replies.join(state.select(ID, "leaf"),
                               ID).mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc),
                                                                       new_leaf_type)
-        state = (state.join(merged, ID, "left")
-                 .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
+        state = carry.keep("state", state.join(merged, ID, "left")
+                           .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
         return bsp.Superstep(requests(state))
 
-    bsp.run("leaf-set repair", requests(state), repair, max_rounds, unit="requests")
-    return state, messages
+    bsp.run("leaf-set repair", requests(carry["state"]), repair, max_rounds, unit="requests", carry=carry)
+    return carry["state"], messages
 
 
 def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> Callable:
@@ -229,6 +231,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     live_slots = slots.join(dead_df, slots.entry == dead_df.dead, "left_anti").where(F.col("entry") >= 0)
     n_holes = holes.count()
     messages = 0
+    cuts = bsp.Carry()
 
     def ask(todo: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Superstep k asks row r + k - 1's live entries for their entry at the hole's slot, nearest first."""
@@ -244,19 +247,19 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
                              F.col("cand").isNotNull() & (F.col("cand") >= 0) & (F.col("cand") != F.col(ID))))
         asked = asked.join(dead_df, asked.cand == dead_df.dead, "left").withColumn(
             "ok", F.col("ok") & F.col("dead").isNull()).drop("dead")
-        asked = _with_distance(asked, overlay.ring_bc, ID, "contact", "cdist").localCheckpoint()
+        asked = cuts.cut(_with_distance(asked, overlay.ring_bc, ID, "contact", "cdist"))
         first = asked.groupBy(ID, "pos").agg(F.min(F.when(F.col("ok"), F.col("cdist"))).alias("first_ok"),
                                              F.min_by(F.when(F.col("ok"), F.col("cand")),
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
         counted = asked.join(first, [ID, "pos"]).where(
             F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
         messages += MESSAGES_PER_RPC * counted.count()   # every contact asked until one had a live candidate
-        found = first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry").localCheckpoint()
+        found = cuts.cut(first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry"))
         return bsp.Superstep(todo.join(found, [ID, "pos"], "left_anti"), {"found": found})
 
     # ask row r, then row r + 1: two rounds by design; holes neither fills stay empty
     with contextlib.nullcontext() if met is None else bsp.quiet():
-        out = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2)
+        out = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2, carry=cuts)
     fix = out.emitted.get("found",
                           holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
     upd = (holes.join(fix, [ID, "pos"], "left")

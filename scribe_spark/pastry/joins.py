@@ -204,6 +204,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
              .repartition(max(1, sc.defaultParallelism), ID).localCheckpoint())
     # leaf-set exchange until stable (newcomers of this batch learn of each other)
     exchange_msgs = 0
+    carry = bsp.Carry(state=state)
 
     def leaf_sets_sent(state: DataFrame) -> DataFrame:
         """Every node sends itself and its leaf set to each member of its leaf set."""
@@ -211,21 +212,22 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
 
     def exchange(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Each node merges the leaf sets it received into its own; if any changed, all send again."""
-        nonlocal state, exchange_msgs
+        nonlocal exchange_msgs
         exchange_msgs += n
+        state = carry["state"]
         got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
             leaf_merge_task(overlay.ring_bc, absent), "id long, new_leaf array<long>")
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
         if changed.count() == 0:
             return bsp.Superstep(inflight.limit(0))
-        state = (state.join(merged, ID, "left")
-                 .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr").localCheckpoint())
+        state = carry.keep("state", state.join(merged, ID, "left")
+                           .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
         return bsp.Superstep(leaf_sets_sent(state))
 
     bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND,
-            unit="leaf-set messages")
-    state = state.persist()
+            unit="leaf-set messages", carry=carry)
+    state = carry["state"].persist()
     state.count()
     overlay.state.unpersist()
     counts = {"route": int(route_msgs), "transfer": int(transfer_msgs), "notify": int(notify_msgs),

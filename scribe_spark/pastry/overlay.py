@@ -234,17 +234,19 @@ def route(overlay: Overlay, messages: DataFrame,
         """Forward every message one hop; deliver those at their key's node."""
         return bsp.Split(hop(inflight), on, {"delivered": delivered})
 
+    cuts = bsp.Carry()
+
     def forward_and_repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """As `forward`; then the nodes that met dead entries repair them (Pastry's lazy repair)."""
         nonlocal state
-        stepped = hop(inflight).localCheckpoint()
+        stepped = cuts.cut(hop(inflight))
         state = repair(state,
                        stepped.select(F.col("prev").alias(ID), F.explode("met").alias("dead")).distinct())
         return bsp.Superstep(on(stepped), {"delivered": delivered(stepped)})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
-                  limit).emitted.get("delivered")
+                  limit, carry=cuts).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
         return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")

@@ -37,7 +37,10 @@ def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> 
 
 def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
-    edges = with_distance(overlay, trees.edges, SRC, DST, "edge_delay").localCheckpoint()
+    sc = trees.edges.sparkSession.sparkContext
+    n_edges = trees.edges.count()
+    edges = bsp.resident(with_distance(overlay, trees.edges, SRC, DST, "edge_delay"), (TOPIC, DST),
+                         max(sc.defaultParallelism, n_edges // 500_000 + 1))
     roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
 
     def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:
@@ -49,8 +52,9 @@ def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
         return bsp.Superstep(below, {"paths": level})
 
     # no path in a tree is longer than its edges; more supersteps would mean a cycle
-    bound = edges.count() + 1
-    return bsp.run("publish", roots, publish, bound, unit="event copies").emitted["paths"]
+    paths = bsp.run("publish", roots, publish, n_edges + 1, unit="event copies").emitted["paths"]
+    edges.unpersist()
+    return paths
 
 
 def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:

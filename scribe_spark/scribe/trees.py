@@ -94,13 +94,14 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     """
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
+    carry = bsp.Carry(members=members, joining=None)
 
     def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Superstep:
         """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
-        nonlocal members
+        members = carry["members"]
         out = {}
         if forward is not None and k > 1:
-            arrivals = forward(arrivals).select(TOPIC, AT, "from", LAST).localCheckpoint()
+            arrivals = carry.cut(forward(arrivals).select(TOPIC, AT, "from", LAST))
         out["edges"] = (arrivals.where(F.col("from").isNotNull())
                         .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
         arrived = arrivals.groupBy(TOPIC, F.col(AT).alias(NODE)).agg(F.min(LAST).alias(LAST))
@@ -114,13 +115,13 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
                 stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
                 at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, AT))
                 out["member_roots"] = at_root.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
-        joining = joining.localCheckpoint()
+        joining = carry.keep("joining", joining)
         new = joining.select(TOPIC, NODE)
         if members is None:
-            members = new
+            carry["members"] = new   # read from the joining frame kept
         else:   # step 1's senders may be members already
             members = members.unionByName(new)
-            members = (members.distinct() if k == 1 else members).localCheckpoint()
+            carry.keep("members", members.distinct() if k == 1 else members)
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT))
 
         def onward(hop: DataFrame) -> DataFrame:
@@ -133,8 +134,10 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         return bsp.Split(hop, onward, {**out, "roots": roots})
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
-    done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",))
+    done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",),
+                   carry=carry)
     e = done.emitted
+    members = carry["members"]
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
         members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)
@@ -152,7 +155,7 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> T
     UNSUBSCRIBE to its parent, which removes it as a child; this repeats up the tree.
     """
     staying = subscriptions.join(leaving, [TOPIC, NODE], "left_anti")
-    edges = trees.edges
+    carry = bsp.Carry(edges=trees.edges)
 
     def pruned(edges: DataFrame) -> DataFrame:
         """UNSUBSCRIBE (topic, node) from every tree node that is a leaf and not a subscriber."""
@@ -163,13 +166,14 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> T
 
     def prune(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Each parent removes the children that unsubscribed; those left childless unsubscribe in turn."""
-        nonlocal edges
-        edges = edges.join(inflight.withColumnRenamed(NODE, SRC), [TOPIC, SRC], "left_anti").localCheckpoint()
+        edges = carry.keep("edges", carry["edges"].join(inflight.withColumnRenamed(NODE, SRC), [TOPIC, SRC],
+                                                         "left_anti"))
         return bsp.Superstep(pruned(edges))
 
     # every superstep removes at least one edge
-    k = bsp.run("unsubscribe", pruned(edges), prune, trees.edges.count() + 1,
-                unit="UNSUBSCRIBE messages").supersteps
+    k = bsp.run("unsubscribe", pruned(trees.edges), prune, trees.edges.count() + 1,
+                unit="UNSUBSCRIBE messages", carry=carry).supersteps
+    edges = carry["edges"]
     in_tree = (edges.select(TOPIC,
                             F.col(SRC).alias(NODE)).unionByName(edges.select(TOPIC, F.col(DST).alias(NODE)))
                .unionByName(staying.select(TOPIC, NODE)).unionByName(trees.roots).distinct())
