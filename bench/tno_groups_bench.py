@@ -34,6 +34,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
     from scribe_spark.tno import groups
     from scribe_spark.workloads.popularity import MODELS, draw_subscriptions, popularity
     spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
@@ -62,7 +63,7 @@ def main() -> None:
             a = spark_run()
             t_spark.append(time.perf_counter() - t)
             t = time.perf_counter()
-            b = groups.sequencing_groups_scipy(sub, top, args.topics)
+            b = reference_sizes(sub, top, args.topics)
             t_scipy.append(time.perf_counter() - t)
             assert (a == b).all(), "Spark and SciPy sequencing groups differ"
         print(f"| {model} | {len(sub):,} | {min(t_spark):.2f} | {min(t_scipy):.2f} | "

@@ -144,8 +144,10 @@ def test_link_stress_against_per_edge_walk(world):
 
 def test_wrong_credentials_are_refused_and_counted(spark):
     topics = tp.create(["a", "b"], ["x", "y"], secret=1)
+    cred = topics.cred_numbers()
+    assert all(f"{c:016x}" == s for c, s in zip(cred.view(np.uint64), topics.cred))
     accepted, refused = tp.admit(spark, topics, np.array([0, 1, 1, 0]), np.array([5, 6, 7, 8]),
-                                       [topics.cred[0], topics.cred[1], "forged", topics.cred[1]])
+                                 [cred[0], cred[1], tp.forged(cred)[1], cred[1]])
     assert refused == 2
     got = sorted(map(tuple, accepted.toPandas()[["topic", "node"]].itertuples(index=False)))
     assert got == [(0, 5), (1, 6)]

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from scribe_spark.config import ConfigError, TnoSizeParams
+from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
 from scribe_spark.tno import groups
 from scribe_spark.workloads.popularity import (
     describe,
@@ -44,7 +45,7 @@ def test_groups_equal_brute_force_on_random_inputs(spark, seed, causal):
     sizes = groups.sequencing_group_sizes(df, causal=causal).toPandas().set_index(groups.TOPIC)["size"]
     assert sizes.to_dict() == groups.group_sizes(groups.sequencing_groups(df, causal=causal)).toPandas() \
         .set_index(groups.TOPIC)["size"].to_dict()
-    ref = groups.sequencing_groups_scipy(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
+    ref = reference_sizes(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
                                          n_top, causal)
     assert all(sizes[t] == len(want[t]) == ref[t] for t in want)
     assert all(ref[t] == 0 for t in range(n_top) if t not in want)

@@ -41,10 +41,11 @@ def run(p: ScribeParams, run: Run) -> None:
     topics, sub_topic, sub_node, (bad_topic, bad_node) = requests(p, rng)
     req_topic = np.concatenate([sub_topic, bad_topic])
     req_node = np.concatenate([sub_node, bad_node])
-    creds = [topics.cred[i] for i in sub_topic] + ["forged"] * len(bad_topic)
+    cred = topics.cred_numbers()
+    creds = np.concatenate([cred[sub_topic], tp.forged(cred[bad_topic])])
     subs, refused_sub = tp.admit(spark, topics, req_topic, req_node, creds)
     pub_topic = np.concatenate([np.arange(p.topics), bad_topic])
-    pub_creds = list(topics.cred) + ["forged"] * len(bad_topic)
+    pub_creds = np.concatenate([cred, tp.forged(cred[bad_topic])])
     published, refused_pub = tp.admit(spark, topics, pub_topic, np.zeros(len(pub_topic)), pub_creds)
     n_subs = subs.count()
     run.log(f"{p.topics} topics, {n_subs} subscriptions accepted, {refused_sub} subscribe and "

@@ -36,6 +36,15 @@ class Topics:
     def n(self) -> int:
         return len(self.name)
 
+    def cred_numbers(self) -> np.ndarray:
+        """Return each topic's credential as the 64-bit number its 16 hex digits spell (int64)."""
+        return np.array([int(c, 16) for c in self.cred], dtype=np.uint64).view(np.int64)
+
+
+def forged(cred_numbers: np.ndarray) -> np.ndarray:
+    """Return credentials that differ from the given ones in every bit (what a forger would send)."""
+    return ~cred_numbers
+
 
 def create(names: list[str], creators: list[str], secret: int) -> Topics:
     """Create topics (the creator's credential becomes the topic's access credential)."""
@@ -48,12 +57,15 @@ def create(names: list[str], creators: list[str], secret: int) -> Topics:
                   [credential(n, c, secret) for n, c in zip(names, creators)])
 
 
-def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: list[str]):
-    """Admit requests whose credential matches the topic's; return (accepted (topic, node), refused count)."""
+def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: np.ndarray):
+    """Admit requests whose credential matches the topic's; return (accepted (topic, node), refused count).
+
+    Credentials travel as numbers (`Topics.cred_numbers`): equal numbers are equal credentials.
+    """
     acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
-                                              "acl": topics.cred}))
+                                              "acl": topics.cred_numbers()}))
     req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
-                                              "cred": cred}))
+                                              "cred": np.asarray(cred, dtype=np.int64)}))
     checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
                .localCheckpoint())
     refused = checked.where(~F.col("ok")).count()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import reduce
 from typing import Callable
 
 import numpy as np
@@ -60,7 +61,7 @@ def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,
     """Route every SUBSCRIBE at once and return the resulting trees."""
     senders = subscriptions.select(TOPIC, NODE, F.lit(None).cast("long").alias(LAST))
     r = route_subscribes(overlay, topics, senders, None, max_supersteps)
-    return Trees(r.edges.select(TOPIC, SRC, DST).localCheckpoint(), r.members, r.roots, r.supersteps)
+    return Trees(r.edges.select(TOPIC, SRC, DST), r.members, r.roots, r.supersteps)
 
 
 @dataclass
@@ -94,11 +95,18 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     """
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
-    carry = bsp.Carry(members=members, joining=None)
+    carry = bsp.Carry(joining=None)
+    # the members so far, as one resident chunk per superstep (the given ones first): a superstep
+    # shuffles its arrivals once and meets every chunk where it already is
+    parts = max(senders.sparkSession.sparkContext.defaultParallelism, overlay.ring.n // 100_000 + 1)
+    chunks = [] if members is None else [bsp.resident(members.select(TOPIC, NODE), (TOPIC, NODE), parts)]
+
+    def all_members() -> DataFrame | None:
+        return reduce(DataFrame.unionByName, chunks) if chunks else None
 
     def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Superstep:
         """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
-        members = carry["members"]
+        members = all_members()
         out = {}
         if forward is not None and k > 1:
             arrivals = carry.cut(forward(arrivals).select(TOPIC, AT, "from", LAST))
@@ -108,7 +116,8 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         if k == 1 or members is None:
             joining = arrived
         else:
-            joining = arrived.join(members, [TOPIC, NODE], "left_anti")
+            joining = reduce(lambda rest, chunk: rest.join(chunk, [TOPIC, NODE], "left_anti"), chunks,
+                             arrived)
             out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, AT), [TOPIC, AT], "left_semi")
                              .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
             if detect_roots:
@@ -117,11 +126,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
                 out["member_roots"] = at_root.where("delivered").select(TOPIC, F.col(AT).alias(NODE))
         joining = carry.keep("joining", joining)
         new = joining.select(TOPIC, NODE)
-        if members is None:
-            carry["members"] = new   # read from the joining frame kept
-        else:   # step 1's senders may be members already
-            members = members.unionByName(new)
-            carry.keep("members", members.distinct() if k == 1 else members)
+        if k == 1 and members is not None:   # step 1's senders may be members already
+            new = new.join(members, [TOPIC, NODE], "left_anti")
+        chunks.append(bsp.resident(new, (TOPIC, NODE), parts))
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT))
 
         def onward(hop: DataFrame) -> DataFrame:
@@ -137,7 +144,11 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",),
                    carry=carry)
     e = done.emitted
-    members = carry["members"]
+    members = all_members()
+    if members is not None:   # one frame for the callers; the chunks are freed
+        members = members.localCheckpoint()
+        for chunk in chunks:
+            chunk.unpersist()
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
         members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)

@@ -99,20 +99,6 @@ def sequencing_group_sizes(subscriptions: DataFrame, causal: bool = False,
     return pairs.select(F.explode(ends).alias(TOPIC)).groupBy(TOPIC).agg(F.count("*").alias("size"))
 
 
-def sequencing_groups_scipy(subscriber: np.ndarray, topic: np.ndarray, n_topics: int, causal: bool = False):
-    """Return |SG_T| for T in 0..n_topics-1 from one SciPy A^T A (single-process reference).
-
-    Topics nobody subscribes to get size 0.
-    """
-    _, row = np.unique(subscriber, return_inverse=True)
-    c = _cooccurrence_counts(row, topic, n_topics)
-    need = 1 if causal else 2
-    present = c.diagonal() > 0
-    c.setdiag(0)
-    c.eliminate_zeros()
-    return np.where(present, 1 + np.asarray((c >= need).sum(axis=1)).ravel(), 0)
-
-
 def local_groups(subscriptions: dict[int, set[int]], causal: bool = False) -> dict[int, set[int]]:
     """Return SG_T for every subscribed topic, computed in one process (small inputs, simulations)."""
     rows = [(s, t) for s, ts in subscriptions.items() for t in ts]
