@@ -14,6 +14,8 @@ frame that holds them all (`Split`). `run` owns everything around it:
 - lineage: the next in-flight frame, or a `Split`'s frame, is locally checkpointed (one cut per
   superstep);
 - emissions: each name's frames are unioned over all supersteps and materialized once;
+- static frames a loop joins with each superstep can be made `resident` (cached, partitioned and
+  sorted by the join keys) so that only the messages move;
 - loop state: frames a loop carries from superstep to superstep (a node state, the members so
   far) and frames a step reads more than once live in a `Carry`, which cuts each one;
 - memory: once the emissions are materialized the loop's in-flight frames, and every frame its
@@ -71,23 +73,19 @@ class Outcome:
 class Carry:
     """The frames a loop carries across supersteps, by name, and the cuts its steps make.
 
-    `keep(name, frame)` replaces a carried frame by a locally checkpointed one; `carry[name] =
-    frame` carries one as it is; `cut(frame)` checkpoints a frame a step reads more than once.
-    Given to `run`, the frames replaced or cut on the way are released with the loop's
-    in-flight frames; the last kept ones stay.
+    `keep(name, frame)` carries a locally checkpointed copy of `frame` from now on (frames given
+    to the constructor are the caller's and are never released); `cut(frame)` checkpoints a
+    frame a step reads more than once. Given to `run`, the frames replaced or cut on the way are
+    released with the loop's in-flight frames; the last kept ones stay.
     """
 
-    def __init__(self, **frames: DataFrame | None) -> None:
+    def __init__(self, **frames: DataFrame) -> None:
         self._frames = dict(frames)
         self._made: list[DataFrame] = []   # the frames keep() cut (those given at the start are not ours)
         self._spent: list[DataFrame] = []
 
-    def __getitem__(self, name: str) -> DataFrame | None:
+    def __getitem__(self, name: str) -> DataFrame:
         return self._frames[name]
-
-    def __setitem__(self, name: str, frame: DataFrame) -> None:
-        """Carry `frame` as it is (it reads frames the loop keeps, or ones it does not own)."""
-        self._frames[name] = frame
 
     def keep(self, name: str, frame: DataFrame) -> DataFrame:
         """Carry `frame`, cut, as `name` from now on; the frame it replaces is spent."""
@@ -116,15 +114,13 @@ Step = Callable[[DataFrame, int, int], "Superstep | Split"]
 
 
 def run(loop: str, inflight: DataFrame, step: Step, bound: int,
-        unit: str = "messages", rounds: int | None = None, lazy: tuple[str, ...] = (),
-        carry: Carry | None = None) -> Outcome:
+        unit: str = "messages", rounds: int | None = None, carry: Carry | None = None) -> Outcome:
     """Run supersteps of `step(inflight, k, n)` (k from 1, n = messages in flight) until none is left.
 
     `bound` is the most supersteps the protocol can need; more raises SuperstepBoundExceeded.
     With `rounds`, the loop stops after that many supersteps by design and returns what is left.
-    Emissions named in `lazy` stay unmaterialized (only some callers read them); the in-flight
-    frames they may depend on, and those `carry` spent, are then left to Spark's cleaner
-    instead of released here.
+    With `carry`, the frames it spent are released with the in-flight frames, after the
+    emissions are materialized.
     """
     inflight = inflight.localCheckpoint()
     n = inflight.count()
@@ -156,21 +152,21 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         union = frames[0]
         for f in frames[1:]:
             union = union.unionByName(f)
-        done[name] = union if name in lazy else union.localCheckpoint()
-    if not any(name in lazy for name in emitted):
-        for frame in held[:-1]:
-            release(frame)
-        if carry is not None:
-            carry.release()
+        done[name] = union.localCheckpoint()
+    for frame in held[:-1]:
+        release(frame)
+    if carry is not None:
+        carry.release()
     return Outcome(done, k, inflight, n)
 
 
 def resident(frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFrame:
     """Cache a loop's static frame hash-partitioned and sorted by the keys its supersteps join on.
 
-    A superstep's join then shuffles and sorts only the messages in flight, never this frame
-    (Spark keeps a cached frame's partitioning and order; a local checkpoint loses both).
-    The caller unpersists it when the loop is done.
+    A superstep's join then shuffles and sorts only the messages in flight, never this frame:
+    Spark keeps a cached frame's partitioning and order (a local checkpoint loses both) and
+    shuffles the other side to match, also when `partitions` is below
+    spark.sql.shuffle.partitions. The caller unpersists it when the loop is done.
     """
     out = frame.repartition(partitions, *keys).sortWithinPartitions(*keys).persist()
     out.count()

@@ -46,7 +46,7 @@ def test_groups_equal_brute_force_on_random_inputs(spark, seed, causal):
     assert sizes.to_dict() == groups.group_sizes(groups.sequencing_groups(df, causal=causal)).toPandas() \
         .set_index(groups.TOPIC)["size"].to_dict()
     ref = reference_sizes(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
-                                         n_top, causal)
+                          n_top, causal)
     assert all(sizes[t] == len(want[t]) == ref[t] for t in want)
     assert all(ref[t] == 0 for t in range(n_top) if t not in want)
 

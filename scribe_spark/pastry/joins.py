@@ -200,11 +200,11 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
     notify_msgs = notes.count()
     inbox = notes.groupBy(ID).agg(F.collect_list("x").alias("news"))
     updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, absent), STATE_SCHEMA))
-    state = (state.join(inbox.select(ID), ID, "left_anti").unionByName(updated).unionByName(built)
-             .repartition(max(1, sc.defaultParallelism), ID).localCheckpoint())
     # leaf-set exchange until stable (newcomers of this batch learn of each other)
     exchange_msgs = 0
-    carry = bsp.Carry(state=state)
+    carry = bsp.Carry()
+    state = carry.keep("state", state.join(inbox.select(ID), ID, "left_anti").unionByName(updated)
+                       .unionByName(built).repartition(max(1, sc.defaultParallelism), ID))
 
     def leaf_sets_sent(state: DataFrame) -> DataFrame:
         """Every node sends itself and its leaf set to each member of its leaf set."""

@@ -213,7 +213,8 @@ def route(overlay: Overlay, messages: DataFrame,
     that picks one times out and picks again (kernels.route_step_timeouts). With `repair`
     too, after each superstep `repair(state, met)` returns the state to use next, where
     `met` holds (id, dead) for every dead node a node tried in that superstep: Pastry's lazy
-    repair of the entries that routes find dead.
+    repair of the entries that routes find dead. `repair` must return a materialized frame
+    (a checkpoint or a cache): the superstep's frames are released when the loop ends.
     """
     limit = max_supersteps or 4 * overlay.ring.digits + 16
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None

@@ -38,9 +38,9 @@ def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> 
 def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
     sc = trees.edges.sparkSession.sparkContext
-    n_edges = trees.edges.count()
+    # partitions as the node state's (about 100,000 nodes each, about 300,000 edges in S1)
     edges = bsp.resident(with_distance(overlay, trees.edges, SRC, DST, "edge_delay"), (TOPIC, DST),
-                         max(sc.defaultParallelism, n_edges // 500_000 + 1))
+                         max(sc.defaultParallelism, overlay.ring.n // 100_000 + 1))
     roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
 
     def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:
@@ -52,9 +52,10 @@ def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
         return bsp.Superstep(below, {"paths": level})
 
     # no path in a tree is longer than its edges; more supersteps would mean a cycle
-    paths = bsp.run("publish", roots, publish, n_edges + 1, unit="event copies").emitted["paths"]
-    edges.unpersist()
-    return paths
+    try:
+        return bsp.run("publish", roots, publish, edges.count() + 1, unit="event copies").emitted["paths"]
+    finally:
+        edges.unpersist()
 
 
 def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:

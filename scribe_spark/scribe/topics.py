@@ -42,7 +42,7 @@ class Topics:
 
 
 def forged(cred_numbers: np.ndarray) -> np.ndarray:
-    """Return credentials that differ from the given ones in every bit (what a forger would send)."""
+    """Return credentials that are certainly wrong: the given ones with every bit flipped."""
     return ~cred_numbers
 
 

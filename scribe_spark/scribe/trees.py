@@ -72,7 +72,8 @@ class Routed:
     members: DataFrame    # topic, node: the members given plus every node that joined
     roots: DataFrame      # topic, node: where a SUBSCRIBE was delivered (Pastry's destination)
     supersteps: int
-    grafts: DataFrame     # topic, src, dst, last: the hops that ended at a member given (dst grafts src)
+    grafts: DataFrame     # topic, src, dst, last: with members given, the hops that ended at a node
+                          # already in the tree (a member given or one that joined earlier): dst grafts src
 
 
 def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, members: DataFrame | None,
@@ -95,16 +96,20 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     """
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or 4 * overlay.ring.digits + 16
-    carry = bsp.Carry(joining=None)
+    carry = bsp.Carry()
     # the members so far, as one resident chunk per superstep (the given ones first): a superstep
-    # shuffles its arrivals once and meets every chunk where it already is
+    # shuffles its arrivals once and meets every chunk where it already is; partitions as the
+    # node state's (about 100,000 nodes each)
     parts = max(senders.sparkSession.sparkContext.defaultParallelism, overlay.ring.n // 100_000 + 1)
-    chunks = [] if members is None else [bsp.resident(members.select(TOPIC, NODE), (TOPIC, NODE), parts)]
+    given = members
+    chunks = ([] if given is None
+              else [bsp.resident(given.select(TOPIC, NODE).distinct(), (TOPIC, NODE), parts)])
 
     def all_members() -> DataFrame | None:
+        """The members so far: the union of the chunks (None before anyone joined)."""
         return reduce(DataFrame.unionByName, chunks) if chunks else None
 
-    def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Superstep:
+    def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Split:
         """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
         members = all_members()
         out = {}
@@ -118,8 +123,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         else:
             joining = reduce(lambda rest, chunk: rest.join(chunk, [TOPIC, NODE], "left_anti"), chunks,
                              arrived)
-            out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, AT), [TOPIC, AT], "left_semi")
-                             .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
+            if given is not None:   # only repair reads the grafts
+                out["grafts"] = (arrivals.join(members.withColumnRenamed(NODE, AT), [TOPIC, AT], "left_semi")
+                                 .select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST))
             if detect_roots:
                 stopped = arrived.join(members, [TOPIC, NODE], "left_semi")
                 at_root = ov.next_hop(overlay, stopped.join(keys, TOPIC).withColumnRenamed(NODE, AT))
@@ -141,14 +147,15 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         return bsp.Split(hop, onward, {**out, "roots": roots})
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
-    done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", lazy=("grafts",),
-                   carry=carry)
-    e = done.emitted
-    members = all_members()
-    if members is not None:   # one frame for the callers; the chunks are freed
-        members = members.localCheckpoint()
+    try:
+        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", carry=carry)
+        members = all_members()
+        if members is not None:   # one frame for the callers
+            members = members.localCheckpoint()
+    finally:
         for chunk in chunks:
             chunk.unpersist()
+    e = done.emitted
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
         members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)
