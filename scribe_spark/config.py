@@ -112,6 +112,32 @@ class TopicWorkload:
                  f"must be in 0..nodes ({nodes}); 0 = sizes from size_exponent", self.group_size)
 
 
+@dataclass(frozen=True)
+class Failures:
+    """The fraction of the nodes that fail at once (P3, S3)."""
+
+    fail_fraction: float = 0.10
+
+    def validate_failures(self, nodes: int, live: int, least: str) -> int:
+        """Check fail_fraction leaves `live` of `nodes` alive (`least` says why); return the failing count."""
+        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
+        failing = round(self.fail_fraction * nodes)
+        _require(nodes - failing >= live, "fail_fraction", f"must leave at least {least} live nodes",
+                 self.fail_fraction)
+        return failing
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """How many of the root's leaf-set nodes nearest the topicId replicate its topic state (S3, churn)."""
+
+    replicas: int = 5
+
+    def validate_replicas(self, leaf_set: int) -> None:
+        """Check the replicas fit in the leaf set."""
+        _require(1 <= self.replicas <= leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+
+
 def _matrix_sites(path: str) -> int:
     from scribe_spark.topology import load_matrix
     try:
@@ -324,49 +350,41 @@ class TnoSequencerParams:
 
 
 @dataclass(frozen=True)
-class PastryFailuresParams(AnyProximity):
+class PastryFailuresParams(Failures, AnyProximity):
     """SPEC P3: routing before failures, after failures without repair, and after repair."""
 
     nodes: int = 5000
-    fail_fraction: float = 0.10
     lookups: int = 200_000
     table_repair: str = "lazy"
     passes: int = 2
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
+        self.validate_failures(self.nodes, 2, "2")
         _require(self.table_repair in ("lazy", "eager"), "table_repair", "must be 'lazy' or 'eager'",
                  self.table_repair)
         _require(self.passes >= 1, "passes", "must be >= 1", self.passes)
-        _require(self.nodes - round(self.fail_fraction * self.nodes) >= 2, "fail_fraction",
-                 "must leave at least 2 live nodes", self.fail_fraction)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
-class ScribeRepairParams(TopicWorkload, AnyProximity):
+class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
     """SPEC S3: Scribe tree repair, with and without the reliable extension, during an event stream."""
 
     nodes: int = 5000
     topics: int = 100
-    fail_fraction: float = 0.10
     failed_roots: int = 10
     rounds: int = 30
     fail_round: int = 10
     timeout: int = 3
     publish_probability: float = 0.5
     buffer: int = 8
-    replicas: int = 5
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_topics(self.nodes)
-        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
-        failing = round(self.fail_fraction * self.nodes)
-        _require(self.nodes - failing >= self.leaf_set + 2, "fail_fraction",
-                 f"must leave at least leaf_set + 2 = {self.leaf_set + 2} live nodes", self.fail_fraction)
+        failing = self.validate_failures(self.nodes, self.leaf_set + 2, f"leaf_set + 2 = {self.leaf_set + 2}")
         _require(failing <= self.nodes - self.topics, "fail_fraction",
                  f"must leave at least topics = {self.topics} live nodes "
                  "(every topic's publisher never fails)", self.fail_fraction)
@@ -380,12 +398,12 @@ class ScribeRepairParams(TopicWorkload, AnyProximity):
         _require(0.0 < self.publish_probability <= 1.0, "publish_probability", "must be in (0, 1]",
                  self.publish_probability)
         _require(self.buffer >= 0, "buffer", "must be >= 0", self.buffer)
-        _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+        self.validate_replicas(self.leaf_set)
         self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
-class ChurnParams(TopicWorkload, AnyProximity):
+class ChurnParams(TopicWorkload, Replicas, AnyProximity):
     """Churn run: nodes leave and join continuously (exponential sessions) while lookups and events go on."""
 
     nodes: int = 2000
@@ -394,7 +412,6 @@ class ChurnParams(TopicWorkload, AnyProximity):
     mean_session_s: float = 1800.0
     lookups: int = 20_000
     topics: int = 30
-    replicas: int = 5
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)
@@ -407,7 +424,7 @@ class ChurnParams(TopicWorkload, AnyProximity):
                  self.mean_session_s)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_topics(self.nodes)
-        _require(1 <= self.replicas <= self.leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+        self.validate_replicas(self.leaf_set)
         self.validate_overlay(self.peak_nodes())
 
     def peak_nodes(self) -> int:

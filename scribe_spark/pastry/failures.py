@@ -80,19 +80,29 @@ def state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
                                       schema=arrow_schema(STATE_SCHEMA))
 
 
+def _survivors(ring_bc: Broadcast, dead_bc: Broadcast) -> tuple[Ring, np.ndarray, int]:
+    """Return what a repair task reads from its broadcasts: the ring, the dead mask, the live count."""
+    dead = dead_bc.value
+    return ring_bc.value, dead, int((~dead).sum())
+
+
+def _leaf_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[dict, np.ndarray, list[np.ndarray]]]:
+    """Yield per Arrow batch of node rows: its columns, the node ids and each node's leaf set."""
+    for col in batch_columns(batches):
+        me = col[ID].to_numpy().astype(np.int64)
+        lv, lof = values_offsets(col["leaf"])
+        yield col, me, [lv[lof[i]:lof[i + 1]] for i in range(len(me))]
+
+
 def _clean_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, dead = ring_bc.value, dead_bc.value
-        n_live = int((~dead).sum())
-        for col in batch_columns(batches):
-            me = col[ID].to_numpy().astype(np.int64)
-            lv, lof = values_offsets(col["leaf"])
+        ring, dead, n_live = _survivors(ring_bc, dead_bc)
+        for col, me, leaves in _leaf_batches(batches):
             rv, ro = values_offsets(col["rt"])
             nv, no = values_offsets(col["nbr"])
             rv = np.where((rv >= 0) & dead[np.maximum(rv, 0)], -1, rv)
             leaf, rt, nbr = [], [], []
-            for i, m in enumerate(me):
-                own = lv[lof[i]:lof[i + 1]]
+            for i, (m, own) in enumerate(zip(me, leaves)):
                 leaf.append(leaf_set_layout(ring, m, own[~dead[own]], n_live))
                 rt.append(rv[ro[i]:ro[i + 1]])
                 x = nv[no[i]:no[i + 1]]
@@ -115,14 +125,11 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     schema = pa.schema([(ID, pa.int64(), False), ("contact", pa.int64(), False)])
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, dead = ring_bc.value, dead_bc.value
-        n_live, half = int((~dead).sum()), ring.leaf_set // 2
-        for col in batch_columns(batches):
-            me = col[ID].to_numpy().astype(np.int64)
-            lv, lof = values_offsets(col["leaf"])
+        ring, dead, n_live = _survivors(ring_bc, dead_bc)
+        half = ring.leaf_set // 2
+        for _col, me, leaves in _leaf_batches(batches):
             out_me, out_c = [], []
-            for i, m in enumerate(me):
-                leaf = lv[lof[i]:lof[i + 1]]
+            for m, leaf in zip(me, leaves):
                 if n_live - 1 <= ring.leaf_set or len(leaf) < ring.leaf_set:
                     continue
                 # the layout: L/2 smaller then L/2 larger, nearest first (padding repeats the farthest)
@@ -142,15 +149,12 @@ def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
                         ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, dead = ring_bc.value, dead_bc.value
-        n_live = int((~dead).sum())
-        for col in batch_columns(batches):
-            me = col[ID].to_numpy().astype(np.int64)
-            lv, lof = values_offsets(col["leaf"])
+        ring, dead, n_live = _survivors(ring_bc, dead_bc)
+        for col, me, leaves in _leaf_batches(batches):
             cv, co = values_offsets(col["cand"])
             out = []
-            for i, m in enumerate(me):
-                cand = np.concatenate([lv[lof[i]:lof[i + 1]], cv[co[i]:co[i + 1]]])
+            for i, (m, leaf) in enumerate(zip(me, leaves)):
+                cand = np.concatenate([leaf, cv[co[i]:co[i + 1]]])
                 out.append(leaf_set_layout(ring, m, cand[~dead[cand]], n_live))
             yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(out)], schema=schema)
     return _
@@ -161,7 +165,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
     """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
     spark = overlay.state.sparkSession
     dead_bc = spark.sparkContext.broadcast(dead)
-    carry = bsp.Carry(state=None)
+    carry = bsp.Carry()
     carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
     messages = 0
     new_leaf_type = T.StructType([T.StructField(ID, T.LongType(), False),

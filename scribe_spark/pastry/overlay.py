@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+from pyspark import SparkContext
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -110,6 +111,11 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
     return _
 
 
+def state_partitions(sc: SparkContext, n: int) -> int:
+    """Return the partitions of an n-node state: about 100,000 nodes each, at least one per core."""
+    return max(sc.defaultParallelism, n // 100_000 + 1)
+
+
 def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed: int = 0,
                   partitions: int | None = None) -> Overlay:
     """Build every node's converged state (leaf set, routing table, neighborhood set).
@@ -119,7 +125,7 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
     if mode not in ("proximity", "random"):
         raise ValueError(f"mode: must be 'proximity' or 'random' (got {mode!r})")
     sc = spark.sparkContext
-    parts = partitions or max(sc.defaultParallelism, ring.n // 100_000 + 1)
+    parts = partitions or state_partitions(sc, ring.n)
     ring_bc = sc.broadcast(ring)
     state = (spark.range(ring.n, numPartitions=parts)
              .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)

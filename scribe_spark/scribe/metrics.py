@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp, topology
-from scribe_spark.pastry.overlay import DST, SRC, Overlay
+from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions
 from scribe_spark.scribe.trees import NODE, TOPIC, Trees
 
 _log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     sc = trees.edges.sparkSession.sparkContext
     # partitions as the node state's (about 100,000 nodes each, about 300,000 edges in S1)
     edges = bsp.resident(with_distance(overlay, trees.edges, SRC, DST, "edge_delay"), (TOPIC, DST),
-                         max(sc.defaultParallelism, overlay.ring.n // 100_000 + 1))
+                         state_partitions(sc, overlay.ring.n))
     roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
 
     def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:

@@ -99,8 +99,8 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     carry = bsp.Carry()
     # the members so far, as one resident chunk per superstep (the given ones first): a superstep
     # shuffles its arrivals once and meets every chunk where it already is; partitions as the
-    # node state's (about 100,000 nodes each)
-    parts = max(senders.sparkSession.sparkContext.defaultParallelism, overlay.ring.n // 100_000 + 1)
+    # node state's
+    parts = ov.state_partitions(senders.sparkSession.sparkContext, overlay.ring.n)
     given = members
     chunks = ([] if given is None
               else [bsp.resident(given.select(TOPIC, NODE).distinct(), (TOPIC, NODE), parts)])
