@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from scribe_spark import bsp
 from scribe_spark.arrow import arrow_schema, batch_columns, list_array, values_offsets
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay
+from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, with_distance
 
 _log = logging.getLogger(__name__)
 
@@ -195,23 +195,6 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
     return carry["state"], messages
 
 
-def _distance_task(ring_bc: Broadcast, a: str, b: str, schema: T.StructType) -> Callable:
-    out = arrow_schema(schema)
-
-    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring = ring_bc.value
-        for col in batch_columns(batches):
-            d = ring.prox.dist(col[a].to_numpy().astype(np.int64), col[b].to_numpy().astype(np.int64))
-            yield pa.RecordBatch.from_arrays([col[f.name] for f in schema.fields[:-1]] + [pa.array(d)],
-                                             schema=out)
-    return _
-
-
-def _with_distance(df: DataFrame, ring_bc: Broadcast, a: str, b: str, name: str) -> DataFrame:
-    schema = T.StructType(df.schema.fields + [T.StructField(name, T.DoubleType(), False)])
-    return df.mapInArrow(_distance_task(ring_bc, a, b, schema), schema)
-
-
 def _slots(state: DataFrame, width: int) -> DataFrame:
     """Return the routing-table slots (id, pos, entry, row)."""
     slots = state.select(ID, F.posexplode("rt").alias("pos", "entry"))
@@ -251,7 +234,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
                              F.col("cand").isNotNull() & (F.col("cand") >= 0) & (F.col("cand") != F.col(ID))))
         asked = asked.join(dead_df, asked.cand == dead_df.dead, "left").withColumn(
             "ok", F.col("ok") & F.col("dead").isNull()).drop("dead")
-        asked = cuts.cut(_with_distance(asked, overlay.ring_bc, ID, "contact", "cdist"))
+        asked = cuts.cut(with_distance(overlay, asked, ID, "contact", "cdist"))
         first = asked.groupBy(ID, "pos").agg(F.min(F.when(F.col("ok"), F.col("cdist"))).alias("first_ok"),
                                              F.min_by(F.when(F.col("ok"), F.col("cand")),
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))

@@ -135,6 +135,19 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
     return Overlay(ring, ring_bc, state, mode)
 
 
+def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
+    """Return df with column `out` = proximity distance between nodes in columns a and b."""
+    ring_bc = overlay.ring_bc
+    schema = T.StructType(df.schema.fields + [T.StructField(out, T.DoubleType(), False)])
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        prox = ring_bc.value.prox
+        for batch in batches:
+            d = prox.dist(batch.column(a).to_numpy(), batch.column(b).to_numpy())
+            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(d)], names=batch.schema.names + [out])
+    return df.mapInArrow(_, schema)
+
+
 def routing_edges(state: DataFrame, b: int) -> DataFrame:
     """Return the routing tables as GraphFrame edges (src, dst, row, col)."""
     cols = 1 << b

@@ -13,26 +13,12 @@ import pyarrow as pa
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from scribe_spark import bsp, topology
-from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions
+from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions, with_distance
 from scribe_spark.scribe.trees import NODE, TOPIC, Trees
 
 _log = logging.getLogger(__name__)
-
-
-def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
-    """Return df with column `out` = proximity distance between nodes in columns a and b."""
-    ring_bc = overlay.ring_bc
-    schema = T.StructType(df.schema.fields + [T.StructField(out, T.DoubleType(), False)])
-
-    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        prox = ring_bc.value.prox
-        for batch in batches:
-            d = prox.dist(batch.column(a).to_numpy(), batch.column(b).to_numpy())
-            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(d)], names=batch.schema.names + [out])
-    return df.mapInArrow(_, schema)
 
 
 def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
