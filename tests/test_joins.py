@@ -1,4 +1,6 @@
 """Pastry joins as supersteps: an overlay grown by joins routes correctly (SPEC section 2)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -38,3 +40,44 @@ def test_grown_state_against_the_converged_construction(spark, grown):
     assert cmp["invalid"] == 0 and cmp["entries"] > 0
     assert 0.3 < cmp["best_share"] < 1.0     # valid everywhere, proximity-best in most entries but not all
     assert counts["route"] > 0 and counts["notify"] > 0 and counts["leaf_exchange"] > 0
+
+
+def test_take_nearer_keeps_the_nearest_valid_node_per_slot():
+    """Each slot ends with the nearest of its entry and the candidates whose id fits it (by hex digits)."""
+    ring = small_ring(400, seed=3)
+    rng = np.random.default_rng(4)
+    hexes = ids.to_hex(ring.hi, ring.lo)
+    me = 7
+    table = np.full(3 * 16, -1, dtype=np.int64)
+    cand = rng.choice(np.setdiff1d(np.arange(ring.n), [me]), 120, replace=False)
+    got = joins.take_nearer(ring, me, table, cand[:60])        # from empty, then improved
+    got = joins.take_nearer(ring, me, got, cand[60:])
+    for row in range(len(got) // 16):
+        for col in range(16):
+            fits = [y for y in cand if len(os.path.commonprefix([hexes[y], hexes[me]])) == row
+                    and int(hexes[y][row], 16) == col]
+            want = min(fits, key=lambda y: ring.prox.dist(np.array([me]), np.array([y]))[0]) if fits else -1
+            assert got[row * 16 + col] == want, (row, col)
+
+
+def test_second_join_phase_improves_tables(spark, grown):
+    """The row and full-table exchanges keep every entry valid and routes correct, and find nearer nodes."""
+    ring, route_only, _ = grown
+    overlay, counts = joins.grow(spark, ring, initial=100, batch=100, rng=np.random.default_rng(9),
+                                 improve="tables")
+    want = ov.build_overlay(spark, ring, "proximity").state.toPandas().set_index("id").sort_index()
+    before = routing_tables.compare_tables(ring, route_only.state.toPandas().set_index("id"), want)
+    after = routing_tables.compare_tables(ring, overlay.state.toPandas().set_index("id"), want)
+    assert after["invalid"] == 0 and after["best"] > before["best"]
+    rows = routing_tables.row_quality(ring, overlay.state.toPandas().set_index("id"), want)
+    # the same optimal entries; the rows also count the slots past a grown table's last row as empty
+    assert rows.optimal.sum() == after["best"]
+    assert rows[["empty", "optimal", "suboptimal"]].sum().sum() >= after["entries"]
+    assert counts["row_exchange"] > 0 and counts["table_exchange"] > 0
+    rng = np.random.default_rng(11)
+    src = rng.integers(0, ring.n, 500)
+    khi, klo = ids.random_ids(500, rng)
+    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo)).toPandas().sort_values("mid")
+    assert (routed.dest.to_numpy() == closest.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
+    with pytest.raises(ValueError, match="improve"):
+        joins.join_batch(overlay, np.arange(ring.n), np.array([], dtype=np.int64), improve="all")

@@ -81,6 +81,20 @@ def _entry_of(ring: Ring, me: int, y: np.ndarray) -> np.ndarray:
     return r * (1 << ring.b) + ids.digit(ring.hi[y], ring.lo[y], r, ring.b)
 
 
+def take_nearer(ring: Ring, me: int, table: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Return me's routing table with each candidate in its slot where the slot is empty or it is nearer."""
+    table = table.copy()
+    slot = _entry_of(ring, me, cand)
+    if len(slot) and slot.max() >= len(table):   # a candidate opens a new row
+        cols = 1 << ring.b
+        table = np.concatenate([table, np.full((slot.max() // cols + 1) * cols - len(table), -1)])
+    dm = ring.prox.dist(np.full(len(cand), me), cand)
+    for s, y, d in zip(slot, cand, dm):
+        if s < len(table) and (table[s] < 0 or d < ring.prox.dist(np.array([me]), table[s:s + 1])[0]):
+            table[s] = y
+    return table
+
+
 def _newcomer_task(ring_bc, absent_bc) -> Callable:
     """Build each newcomer's state from its route's rows, the last node's leaf set and A's neighbors."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -130,23 +144,55 @@ def _update_task(ring_bc, absent_bc) -> Callable:
             for i, m in enumerate(me):
                 new = np.asarray(news[i], dtype=np.int64)
                 leaf.append(leaf_set_layout(ring, m, np.concatenate([lv[lof[i]:lof[i + 1]], new]), n_members))
-                table = rv[ro[i]:ro[i + 1]].copy()
-                slot = _entry_of(ring, m, new)
-                if len(slot) and slot.max() >= len(table):   # a newcomer opens a new row
-                    cols = 1 << ring.b
-                    table = np.concatenate([table, np.full((slot.max() // cols + 1) * cols - len(table), -1)])
-                dm = ring.prox.dist(np.full(len(new), m), new)
-                for s, y, d in zip(slot, new, dm):
-                    if s < len(table) and (table[s] < 0
-                                           or d < ring.prox.dist(np.array([m]), table[s:s + 1])[0]):
-                        table[s] = y
-                rt.append(table)
+                rt.append(take_nearer(ring, m, rv[ro[i]:ro[i + 1]], new))
                 near = np.unique(np.concatenate([nv[no[i]:no[i + 1]], new]))
                 near = near[near != m]
                 order = np.argsort(ring.prox.dist(np.full(len(near), m), near), kind="stable")
                 nbr.append(near[order][:ring.neighborhood])
             yield state_batch(me, leaf, rt, nbr)
     return _
+
+
+def _improve_task(ring_bc) -> Callable:
+    """A newcomer keeps, in each routing-table slot, the nearest of its entry and the candidates it got."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        for col in batch_columns(batches):
+            me = col[ID].to_numpy().astype(np.int64)
+            rv, ro = values_offsets(col["rt"])
+            cv, co = values_offsets(col["cand"])
+            rt = []
+            for i, m in enumerate(me):
+                cand = np.unique(cv[co[i]:co[i + 1]])   # sorted: ties in distance go the same way every run
+                rt.append(take_nearer(ring, m, rv[ro[i]:ro[i + 1]], cand[(cand >= 0) & (cand != m)]))
+            yield state_batch(me, col["leaf"].to_pylist(), rt, col["nbr"].to_pylist())
+    return _
+
+
+def table_exchange(overlay: Overlay, state: DataFrame, xs: np.ndarray, whole: bool) -> tuple[DataFrame, int]:
+    """Second join phase: newcomers ask the nodes in their routing tables for state and keep nearer nodes.
+
+    With `whole` each node named in a newcomer's table sends its whole routing table; without,
+    a node in the newcomer's row i sends its own row i. Returns the new state (persisted) and
+    the messages (one request and one reply per node asked).
+    """
+    cols = 1 << overlay.ring.b
+    asked = (state.where(F.col(ID).isin([int(v) for v in xs]))
+             .select(F.col(ID).alias("x"), F.posexplode("rt").alias("slot", "z")).where(F.col("z") >= 0)
+             .select("x", "z", (F.col("slot") / cols).cast("int").alias("row")))
+    part = F.col("rt") if whole else F.slice("rt", F.col("row") * cols + 1, F.lit(cols))
+    got = (asked.join(state.select(F.col(ID).alias("z"), "rt"), "z")
+           .groupBy(F.col("x").alias(ID)).agg(F.flatten(F.collect_list(part)).alias("cand")))
+    got = got.localCheckpoint()
+    messages = 2 * asked.count()
+    improved = state.join(got, ID).mapInArrow(_improve_task(overlay.ring_bc), STATE_SCHEMA)
+    new = state.join(got.select(ID), ID, "left_anti").unionByName(improved).persist()
+    new.count()
+    state.unpersist()
+    return new, int(messages)
+
+
+IMPROVE = {"none": (), "rows": (False,), "tables": (False, True)}   # second-phase exchanges after a join
 
 
 def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> DataFrame:
@@ -168,8 +214,16 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> Data
     return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16).emitted["paths"]
 
 
-def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[Overlay, dict]:
-    """Join the newcomers `xs` to the overlay of `members`; return the new overlay and message counts."""
+def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
+               improve: str = "none") -> tuple[Overlay, dict]:
+    """Join the newcomers `xs` to the overlay of `members`; return the new overlay and message counts.
+
+    `improve` adds the Pastry paper's second phase to each newcomer's routing table: `rows`
+    (ask each row-i node for its row i), or `tables` (that, then ask every node named for its
+    whole table); `none` keeps the tables the join route gave.
+    """
+    if improve not in IMPROVE:
+        raise ValueError(f"improve: must be one of {', '.join(IMPROVE)} (got {improve!r})")
     ring = overlay.ring
     spark = overlay.state.sparkSession
     sc = spark.sparkContext
@@ -232,11 +286,14 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray) -> tuple[O
     overlay.state.unpersist()
     counts = {"route": int(route_msgs), "transfer": int(transfer_msgs), "notify": int(notify_msgs),
               "leaf_exchange": int(exchange_msgs)}
+    for whole in IMPROVE[improve]:
+        state, sent = table_exchange(overlay, state, xs, whole)
+        counts["table_exchange" if whole else "row_exchange"] = sent
     return Overlay(ring, overlay.ring_bc, state, "proximity"), counts
 
 
 def grow(spark: SparkSession, ring: Ring, initial: int, batch: int,
-         rng: np.random.Generator) -> tuple[Overlay, dict]:
+         rng: np.random.Generator, improve: str = "none") -> tuple[Overlay, dict]:
     """Grow an overlay of all ring nodes: `initial` converged members, then joins of `batch` nodes."""
     order = rng.permutation(ring.n)
     members = np.sort(order[:initial])
@@ -244,7 +301,7 @@ def grow(spark: SparkSession, ring: Ring, initial: int, batch: int,
     totals: dict = {}
     for s in range(initial, ring.n, batch):
         xs = np.sort(order[s:s + batch])
-        overlay, counts = join_batch(overlay, members, xs)
+        overlay, counts = join_batch(overlay, members, xs, improve)
         members = np.sort(np.concatenate([members, xs]))
         for k, v in counts.items():
             totals[k] = totals.get(k, 0) + v

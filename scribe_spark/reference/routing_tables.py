@@ -29,3 +29,23 @@ def compare_tables(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> 
         entries += int(filled.sum())
         best += int((rt[:m][filled] == conv[:m][filled]).sum())
     return {"entries": entries, "best": best, "invalid": invalid, "best_share": best / max(1, entries)}
+
+
+def row_quality(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> pd.DataFrame:
+    """Per routing-table row, of the slots the converged construction fills: empty, optimal, sub-optimal.
+
+    Optimal means the grown entry is the converged construction's (the proximity-best valid
+    node); sub-optimal means another node. Both frames are indexed by id with an `rt` column.
+    """
+    cols = 1 << ring.b
+    counts: dict[int, list[int]] = {}
+    for node, rt in grown.rt.items():
+        rt, conv = np.asarray(rt), np.asarray(converged.rt[node])
+        got = np.full(len(conv), -1, dtype=np.int64)
+        got[:min(len(rt), len(conv))] = rt[:len(conv)]
+        for slot in np.flatnonzero(conv >= 0):
+            c = counts.setdefault(int(slot // cols), [0, 0, 0])
+            c[0 if got[slot] < 0 else 1 if got[slot] == conv[slot] else 2] += 1
+    rows = sorted(counts)
+    return pd.DataFrame({"row": rows, "empty": [counts[r][0] for r in rows],
+                         "optimal": [counts[r][1] for r in rows], "suboptimal": [counts[r][2] for r in rows]})
