@@ -193,6 +193,9 @@ class PastryHopsParams(AnyProximity):
         _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
 
 
+TOPIC_ROOTS = ("hash", "creator_publisher", "creator_member")   # how S1/S2 name topics (README)
+
+
 @dataclass(frozen=True)
 class ScribeParams(TopicWorkload, OnRouters):
     """SPEC S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
@@ -201,10 +204,13 @@ class ScribeParams(TopicWorkload, OnRouters):
     bad_credentials: float = 0.001
     save_trees: bool = False
     partitions: int = 0
+    topic_root: str = "hash"
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_topics(self.nodes)
+        _require(self.topic_root in TOPIC_ROOTS, "topic_root", f"must be one of {', '.join(TOPIC_ROOTS)}",
+                 self.topic_root)
         _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]",
                  self.bad_credentials)
         self.validate_overlay(self.nodes)

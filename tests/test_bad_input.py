@@ -49,6 +49,7 @@ CASES = [
     ("scribe_multicast", ["--set", "topics=0"], "key 'topics'"),
     ("scribe_multicast", ["--set", "group_size=20", "--set", "nodes=10"], "key 'group_size'"),
     ("scribe_multicast", ["--set", "partitions=-1"], "key 'partitions'"),
+    ("scribe_multicast", ["--set", "topic_root=creator"], "key 'topic_root'"),
     ("scribe_small_groups", ["--set", "bad_credentials=2.0"], "key 'bad_credentials'"),
     ("scribe_repair", ["--set", "nodes=100", "--set", "topics=60", "--set", "fail_fraction=0.5"],
      "key 'fail_fraction'"),

@@ -3,6 +3,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers import ROOT
+
 M = 1 << 128
 
 
@@ -41,6 +43,26 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
     forged = round(0.01 * len(subs))   # every forged request is refused and counted, none applied
     assert f"| requests refused (wrong credentials): subscribe / publish | {forged} / {forged} |" in \
         (folder / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_creator_rooted_topics_are_rooted_at_a_member(tmp_path):
+    """topic_root = creator_member: every topicId carries a member's id prefix and that member is the root."""
+    from scribe_spark import cli
+    conf = ROOT / "conf" / "tiny" / "scribe_multicast.toml"
+    args = ["--conf", str(conf), "--set", "topic_root=creator_member", "--set", "nodes=300",
+            "--set", "topics=12"]
+    assert cli.main("scribe_multicast", args + ["--out", str(tmp_path)]) == 0
+    folder = tmp_path / "scribe_multicast"
+    trees = pq.read_table(folder / "trees.parquet").to_pandas()
+    subs = pq.read_table(folder / "subscriptions.parquet").to_pandas()
+    ints = [int(h, 16) for h in pq.read_table(folder / "nodes.parquet").to_pandas().id]
+    for topic, group in subs.groupby("topic"):
+        key = int(topic, 16)
+        root = f"{min(ints, key=lambda x: (min((x - key) % M, (key - x) % M), x)):032x}"
+        assert root[:16] == topic[:16] and root in set(group.node)   # the creator: a member, and the root
+        assert set(trees[trees.topic == topic].parent) - set(trees[trees.topic == topic].child) <= {root}
+    assert "12 of 12 roots are their creator" in (folder / "summary.md").read_text()
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, SRC, TOPIC
 from scribe_spark.session import spark_session
 from scribe_spark.workloads.network import make_ring, shared_network
-from scribe_spark.workloads.scribe_groups import requests
+from scribe_spark.workloads.scribe_groups import creators, requests, rooted_at
 
 
 def run(p: ScribeParams, run: Run) -> None:
@@ -39,6 +39,12 @@ def run(p: ScribeParams, run: Run) -> None:
 
     rng = np.random.default_rng([p.seed, p.nodes, 2])
     topics, sub_topic, sub_node, (bad_topic, bad_node) = requests(p, rng)
+    # each topic's publisher: a random node (it publishes the topic's one event)
+    publisher = np.random.default_rng([p.seed, p.nodes, 3]).integers(0, p.nodes, p.topics)
+    creator = None
+    if p.topic_root != "hash":   # topicIds carry the creator's nodeId prefix: the creator is the root
+        creator = creators(p, publisher, sub_topic, sub_node)
+        topics = rooted_at(topics, ring, creator, p.seed)
     req_topic = np.concatenate([sub_topic, bad_topic])
     req_node = np.concatenate([sub_node, bad_node])
     cred = topics.cred_numbers()
@@ -58,14 +64,19 @@ def run(p: ScribeParams, run: Run) -> None:
     run.log(f"trees built: {n_edges} edges in {trees.supersteps} supersteps ({t['subscribe_s']:.1f}s)")
 
     t0 = time.time()
-    # publish: each topic's publisher (a random node) routes its event to the root ...
-    publisher = np.random.default_rng([p.seed, p.nodes, 3]).integers(0, p.nodes, p.topics)
+    # publish: each topic's publisher routes its event to the root ...
     to_root = ov.route(overlay,
                        ov.messages_frame(spark, publisher, topics.hi,
                                          topics.lo)).toPandas().sort_values("mid")
     roots = trees.roots.toPandas().set_index(TOPIC).node
     if not (to_root.dest.to_numpy() == roots.reindex(range(p.topics)).to_numpy()).all():
         raise RuntimeError("a PUBLISH routed to a node other than its topic's root")
+    naming = "topicId = SHA-1(name || creator)"
+    if creator is not None:
+        at_creator = int((roots.reindex(range(p.topics)).to_numpy() == creator).sum())
+        naming = (f"topicId = the creator's nodeId prefix then SHA-1(name) (`topic_root = {p.topic_root}`); "
+                  f"{at_creator:,} of {p.topics:,} roots are their creator")
+        run.log(naming)
     lap = _Lap(run, t0)
     lap("publications routed to the roots")
     # ... and the root sends it down the tree
@@ -88,7 +99,7 @@ def run(p: ScribeParams, run: Run) -> None:
     if p.save_trees:
         _save_trees(trees, subs, ring, topics, run)
     _write(p, run, delay, stress, shape, links, len(routers.edges), n_subs, n_edges,
-           {"subscribe_refused": refused_sub, "publish_refused": refused_pub}, t)
+           {"subscribe_refused": refused_sub, "publish_refused": refused_pub}, t, naming)
     overlay.unpersist()
 
 
@@ -120,7 +131,7 @@ def _save_trees(trees, subs, ring, topics, run: Run) -> None:
                    run.path("nodes.parquet"))
 
 
-def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, refused, t) -> None:
+def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, refused, t, naming) -> None:
     n = p.nodes
     report.write_csv(delay[[TOPIC, "members", "rmd", "rad", "max_scribe", "max_ip", "mean_scribe", "mean_ip",
                             "publisher_to_root_ms", "publisher_to_root_hops"]]
@@ -200,7 +211,8 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
              else f"size of rank r = floor(N r^-{p.size_exponent} + 0.5)")
     run.path("summary.md").write_text(
         f"# {run.name}\n\n{n:,} Scribe nodes on a transit-stub network of {p.topology.routers:,} routers, "
-        f"{p.topics:,} topics ({sizes}), {n_subs:,} subscriptions, {n_edges:,} tree edges, seed {p.seed}.\n"
+        f"{p.topics:,} topics ({sizes}; {naming}), {n_subs:,} subscriptions, {n_edges:,} tree edges, "
+        f"seed {p.seed}.\n"
         "Each topic's event is published by a random node, routed to the root (mean "
         f"{delay.publisher_to_root_ms.mean():.1f} ms, {delay.publisher_to_root_hops.mean():.2f} hops; "
         "`publisher_to_root_*` in delay.csv), then sent down the tree. RMD and RAD compare the delays from "

@@ -1,4 +1,4 @@
-"""Scribe topics: topicId = SHA-1(name || creator), credentials, rendez-vous points."""
+"""Scribe topics: topicId = SHA-1(name || creator) or creator-rooted, credentials, rendez-vous points."""
 from __future__ import annotations
 
 import hashlib
@@ -52,6 +52,21 @@ def create(names: list[str], creators: list[str], secret: int) -> Topics:
     hi = np.array([p[0] for p in pairs], dtype=np.uint64)
     lo = np.array([p[1] for p in pairs], dtype=np.uint64)
     if len(set(pairs)) != len(pairs):
+        raise ValueError("two topics have the same topicId (same name and creator)")
+    return Topics(list(names), list(creators), hi, lo,
+                  [credential(n, c, secret) for n, c in zip(names, creators)])
+
+
+def creator_rooted(names: list[str], creator_hi: np.ndarray, creators: list[str], secret: int) -> Topics:
+    """Create topics named after their creator node: topicId = its id's first 64 bits, then SHA-1(name)'s.
+
+    Scribe's alternative naming: the topicId shares the creator's nodeId prefix, so the creator
+    (or a node numerically next to it) is the root; `creators` are the creators' names (ids).
+    """
+    lo = np.array([int.from_bytes(hashlib.sha1(n.encode()).digest()[:8], "big") for n in names],
+                  dtype=np.uint64)
+    hi = np.asarray(creator_hi, dtype=np.uint64)
+    if len(set(zip(hi.tolist(), lo.tolist()))) != len(names):
         raise ValueError("two topics have the same topicId (same name and creator)")
     return Topics(list(names), list(creators), hi, lo,
                   [credential(n, c, secret) for n, c in zip(names, creators)])

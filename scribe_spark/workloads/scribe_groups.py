@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from scribe_spark import ids
 from scribe_spark.config import ScribeParams, TopicWorkload
+from scribe_spark.pastry.kernels import Ring
 from scribe_spark.scribe import topics as tp
 
 
@@ -33,3 +35,19 @@ def requests(p: ScribeParams, rng: np.random.Generator):
     bad_topic = rng.integers(0, p.topics, bogus)
     bad_node = rng.integers(0, p.nodes, bogus)
     return topics, sub_topic, sub_node, (bad_topic, bad_node)
+
+
+def creators(p: ScribeParams, publisher: np.ndarray, sub_topic: np.ndarray,
+             sub_node: np.ndarray) -> np.ndarray:
+    """Return each topic's creator node for `topic_root`: its publisher, or one of its members at random."""
+    if p.topic_root == "creator_publisher":
+        return publisher
+    start = np.searchsorted(sub_topic, np.arange(p.topics))    # subscriptions come sorted by topic
+    size = np.bincount(sub_topic, minlength=p.topics)
+    return sub_node[start + np.random.default_rng([p.seed, p.nodes, 4]).integers(0, size)]
+
+
+def rooted_at(topics: tp.Topics, ring: Ring, creator: np.ndarray, secret: int) -> tp.Topics:
+    """Return the same topics named after their creator nodes (Scribe's creator-as-root naming)."""
+    names = list(ids.to_hex(ring.hi[creator], ring.lo[creator]))
+    return tp.creator_rooted(topics.name, ring.hi[creator], names, secret)
