@@ -85,8 +85,9 @@ def main() -> None:
           "sub-optimal entries")
     print("| row | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for row in quality[names[0]].index:
-        print(f"| {row} | " + " | ".join(f"{q.empty[row]:,} / {q.optimal[row]:,} / {q.suboptimal[row]:,}"
-                                         for q in quality.values()) + " |")
+        cells = [" / ".join(f"{q.at[row, k]:,}" for k in ("empty", "optimal", "suboptimal"))
+                 for q in quality.values()]
+        print(f"| {row} | " + " | ".join(cells) + " |")
     spark.stop()
 
 

@@ -112,11 +112,10 @@ class TopicWorkload:
                  f"must be in 0..nodes ({nodes}); 0 = sizes from size_exponent", self.group_size)
 
 
-@dataclass(frozen=True)
 class Failures:
-    """The fraction of the nodes that fail at once (P3, S3)."""
+    """Checks of `fail_fraction`, the share of nodes that fail at once (P3, S3 declare the field)."""
 
-    fail_fraction: float = 0.10
+    fail_fraction: float
 
     def validate_failures(self, nodes: int, live: int, least: str) -> int:
         """Check fail_fraction leaves `live` of `nodes` alive (`least` says why); return the failing count."""
@@ -127,11 +126,10 @@ class Failures:
         return failing
 
 
-@dataclass(frozen=True)
 class Replicas:
-    """How many of the root's leaf-set nodes nearest the topicId replicate its topic state (S3, churn)."""
+    """Checks of `replicas`, the root's leaf-set nodes that replicate its topic state (S3, churn)."""
 
-    replicas: int = 5
+    replicas: int
 
     def validate_replicas(self, leaf_set: int) -> None:
         """Check the replicas fit in the leaf set."""
@@ -360,6 +358,7 @@ class PastryFailuresParams(Failures, AnyProximity):
     """SPEC P3: routing before failures, after failures without repair, and after repair."""
 
     nodes: int = 5000
+    fail_fraction: float = 0.10
     lookups: int = 200_000
     table_repair: str = "lazy"
     passes: int = 2
@@ -380,12 +379,14 @@ class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
 
     nodes: int = 5000
     topics: int = 100
+    fail_fraction: float = 0.10
     failed_roots: int = 10
     rounds: int = 30
     fail_round: int = 10
     timeout: int = 3
     publish_probability: float = 0.5
     buffer: int = 8
+    replicas: int = 5
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
@@ -418,6 +419,7 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
     mean_session_s: float = 1800.0
     lookups: int = 20_000
     topics: int = 30
+    replicas: int = 5
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)

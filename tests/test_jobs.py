@@ -46,7 +46,7 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
 
 
 @pytest.mark.slow
-def test_creator_rooted_topics_are_rooted_at_a_member(tmp_path):
+def test_creator_rooted_topics_are_rooted_at_a_member(spark, tmp_path):
     """topic_root = creator_member: every topicId carries a member's id prefix and that member is the root."""
     from scribe_spark import cli
     conf = ROOT / "conf" / "tiny" / "scribe_multicast.toml"

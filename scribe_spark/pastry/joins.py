@@ -12,7 +12,11 @@ For each newcomer X of a batch, all at once:
 Newcomers of the same batch do not know each other yet, so a leaf-set exchange (each node
 sends its leaf set to its leaf-set members, who keep the nearest ones) runs as supersteps
 until no leaf set changes, as Pastry's leaf-set maintenance would.
-Every transfer counts as one message.
+5. Optionally (`improve`), the Pastry paper's second phase: each newcomer asks the nodes of
+   its routing-table row i for their row i (`rows`), then every node in its table for its
+   whole table (`tables`), and keeps the nearest node per slot. Simplified from the paper: all
+   rows are asked at once, from the tables the route gave, and the neighborhood set is not asked.
+Every transfer counts as one message; an exchange counts a request and a reply per node asked.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from scribe_spark import bsp, ids
 from scribe_spark.arrow import batch_columns, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
-from scribe_spark.pastry.failures import leaf_merge_task, leaf_set_layout, state_batch
+from scribe_spark.pastry.failures import MESSAGES_PER_RPC, leaf_merge_task, leaf_set_layout, state_batch
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
 from scribe_spark.topology import Proximity
@@ -184,10 +188,13 @@ def table_exchange(overlay: Overlay, state: DataFrame, xs: np.ndarray, whole: bo
     got = (asked.join(state.select(F.col(ID).alias("z"), "rt"), "z")
            .groupBy(F.col("x").alias(ID)).agg(F.flatten(F.collect_list(part)).alias("cand")))
     got = got.localCheckpoint()
-    messages = 2 * asked.count()
+    messages = MESSAGES_PER_RPC * asked.count()
     improved = state.join(got, ID).mapInArrow(_improve_task(overlay.ring_bc), STATE_SCHEMA)
-    new = state.join(got.select(ID), ID, "left_anti").unionByName(improved).persist()
+    parts = max(1, state.sparkSession.sparkContext.defaultParallelism)   # as join_batch lays out the state
+    new = (state.join(got.select(ID), ID, "left_anti").unionByName(improved).repartition(parts, ID)
+           .persist())
     new.count()
+    bsp.release(got)
     state.unpersist()
     return new, int(messages)
 
