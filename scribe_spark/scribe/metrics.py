@@ -73,29 +73,37 @@ def tree_shape(trees: Trees, paths: DataFrame) -> DataFrame:
     return size.join(root_fan, TOPIC, "left").join(other, TOPIC, "left").fillna(0, ["root_fanout"])
 
 
-def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast, per_topic_union: bool) -> Callable:
-    """mapInArrow task: (topic, a, b) node pairs -> (link, copies) partial counts."""
+def _path_links(routers_bc: Broadcast, sites_bc: Broadcast, batch: pa.RecordBatch) -> tuple:
+    """Return (topic, link) for every router link on the shortest paths of a batch's (topic, a, b) pairs."""
+    pred, link_index, _ = routers_bc.value
+    site = sites_bc.value
+    topic = batch.column(TOPIC).to_numpy()
+    pair, link = topology.path_links(pred, link_index, site[batch.column("a").to_numpy()],
+                                     site[batch.column("b").to_numpy()])
+    return topic[pair], link
+
+
+def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast) -> Callable:
+    """mapInArrow task: (topic, a, b) node pairs -> (link, copies) partial counts, one copy per pair."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pred, link_index, n_links = routers_bc.value
-        site = sites_bc.value
-        counts = np.zeros(n_links, dtype=np.int64)
-        topic_links = []
+        counts = np.zeros(routers_bc.value[2], dtype=np.int64)
         for batch in batches:
-            topic = batch.column(TOPIC).to_numpy()
-            a = site[batch.column("a").to_numpy()]
-            b = site[batch.column("b").to_numpy()]
-            pair, link = topology.path_links(pred, link_index, a, b)
-            if per_topic_union:
-                topic_links.append(topic[pair] * n_links + link)
-            else:
-                counts += np.bincount(link, minlength=n_links)
-        if per_topic_union and topic_links:
-            # IP multicast: one copy per link of each topic's shortest-path tree. The frame is
-            # partitioned by topic, so every topic's pairs are all in this task.
-            counts += np.bincount(np.unique(np.concatenate(topic_links)) % n_links, minlength=n_links)
+            counts += np.bincount(_path_links(routers_bc, sites_bc, batch)[1], minlength=len(counts))
         used = np.flatnonzero(counts)
         yield pa.RecordBatch.from_arrays([pa.array(used.astype(np.int64)), pa.array(counts[used])],
                                          names=["link", "copies"])
+    return _
+
+
+def _topic_links_task(routers_bc: Broadcast, sites_bc: Broadcast) -> Callable:
+    """mapInArrow task: (topic, a, b) node pairs -> the distinct (topic, link) pairs their paths use."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n_links = routers_bc.value[2]
+        for batch in batches:
+            topic, link = _path_links(routers_bc, sites_bc, batch)
+            key = np.unique(topic.astype(np.int64) * n_links + link)
+            yield pa.RecordBatch.from_arrays([pa.array(key // n_links), pa.array(key % n_links)],
+                                             names=[TOPIC, "link"])
     return _
 
 
@@ -110,14 +118,16 @@ def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees,
     sc = trees.edges.sparkSession.sparkContext
     routers_bc = sc.broadcast((routers.pred, routers.link_index(), len(routers.edges)))
     sites_bc = sc.broadcast(overlay.ring.prox.site)
-    schema = "link long, copies long"
     scribe = (trees.edges.select(TOPIC, F.col(DST).alias("a"), F.col(SRC).alias("b"))
-              .mapInArrow(_link_counts_task(routers_bc, sites_bc, False), schema))
-    ip_pairs = (subscriptions.join(trees.roots.withColumnRenamed(NODE, "a"), TOPIC)
-                .select(TOPIC, "a", F.col(NODE).alias("b")).repartition(TOPIC))
-    ip = ip_pairs.mapInArrow(_link_counts_task(routers_bc, sites_bc, True), schema)
-    out = {name: df.groupBy("link").agg(F.sum("copies").alias("copies")).toPandas()
-           for name, df in (("scribe", scribe), ("ip_multicast", ip))}
+              .mapInArrow(_link_counts_task(routers_bc, sites_bc), "link long, copies long")
+              .groupBy("link").agg(F.sum("copies").alias("copies")))
+    # IP multicast: a link carries one copy per topic whose tree uses it, however Spark splits
+    # a topic's pairs over tasks (the distinct is what makes it a union per topic)
+    ip = (subscriptions.join(trees.roots.withColumnRenamed(NODE, "a"), TOPIC)
+          .select(TOPIC, "a", F.col(NODE).alias("b"))
+          .mapInArrow(_topic_links_task(routers_bc, sites_bc), f"{TOPIC} long, link long")
+          .distinct().groupBy("link").agg(F.count("*").alias("copies")))
+    out = {"scribe": scribe.toPandas(), "ip_multicast": ip.toPandas()}
     routers_bc.unpersist()
     sites_bc.unpersist()
     return out
