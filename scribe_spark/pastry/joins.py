@@ -218,7 +218,7 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> Data
                                  F.concat("path", F.array("next")).alias("path")),
                          {"paths": lambda stepped: stepped.where("delivered").select("x", "path")})
 
-    return bsp.run("JOIN", msgs, forward, 4 * ring.digits + 16).emitted["paths"]
+    return bsp.run("JOIN", msgs, forward, ring.route_bound).emitted["paths"]
 
 
 def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,

@@ -54,6 +54,11 @@ class Ring:
     def digits(self) -> int:
         return ids.ID_BITS // self.b
 
+    @property
+    def route_bound(self) -> int:
+        """A generous bound on a route's supersteps (a stable overlay needs at most log_2^b N + 1 hops)."""
+        return 4 * self.digits + 16
+
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)

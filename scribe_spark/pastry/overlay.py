@@ -235,7 +235,7 @@ def route(overlay: Overlay, messages: DataFrame,
     repair of the entries that routes find dead. `repair` must return a materialized frame
     (a checkpoint or a cache): the superstep's frames are released when the loop ends.
     """
-    limit = max_supersteps or 4 * overlay.ring.digits + 16
+    limit = max_supersteps or overlay.ring.route_bound
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
     task = _step_task(overlay.ring_bc, dead_bc)
     state = overlay.state

@@ -95,7 +95,7 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     it drops stops where it is, without making its sender a child.
     """
     keys = topic_keys(senders.sparkSession, topics)
-    limit = max_supersteps or 4 * overlay.ring.digits + 16
+    limit = max_supersteps or overlay.ring.route_bound
     carry = bsp.Carry()
     # the members so far, as one resident chunk per superstep (the given ones first): a superstep
     # shuffles its arrivals once and meets every chunk where it already is; partitions as the
