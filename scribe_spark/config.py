@@ -149,13 +149,18 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
+def _require_choices(key: str, values: tuple[str, ...], allowed, what: str) -> None:
+    """Check a list of named choices: non-empty, distinct, each one of `allowed`."""
+    _require(len(values) > 0 and len(set(values)) == len(values), key, f"must list distinct {what}",
+             list(values))
+    for v in values:
+        _require(v in allowed, key, f"{what} are {', '.join(allowed)}", v)
+
+
 def _require_chains(chains: tuple[str, ...]) -> None:
     """Check a `chains` value: a non-empty list of distinct chain rules."""
     from scribe_spark.tno.sequencer import CHAINS
-    _require(len(chains) > 0 and len(set(chains)) == len(chains), "chains",
-             "must list distinct chain rules", list(chains))
-    for c in chains:
-        _require(c in CHAINS, "chains", f"rules are {', '.join(CHAINS)}", c)
+    _require_choices("chains", chains, CHAINS, "chain rules")
 
 
 def _require_models(models: tuple[str, ...] | str, topics: int) -> None:
@@ -189,6 +194,26 @@ class PastryHopsParams(AnyProximity):
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_overlay(max(self.nodes))
         _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+
+
+@dataclass(frozen=True)
+class PastryJoinsParams(AnyProximity):
+    """Pastry paper, routing-table quality: an overlay grown by joins, with each second join phase."""
+
+    nodes: int = 5000
+    initial: int = 500
+    batch: int = 500
+    lookups: int = 50_000
+    improve: tuple[str, ...] = ("none", "rows", "tables")
+
+    def validate(self) -> None:
+        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
+        _require(2 <= self.initial < self.nodes, "initial", f"must be in 2..nodes - 1 ({self.nodes - 1})",
+                 self.initial)
+        _require(self.batch >= 1, "batch", "must be >= 1", self.batch)
+        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
+        _require_choices("improve", self.improve, ("none", "rows", "tables"), "second join phases")
+        self.validate_overlay(self.nodes)
 
 
 TOPIC_ROOTS = ("hash", "creator_publisher", "creator_member")   # how S1/S2 name topics (README)

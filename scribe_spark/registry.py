@@ -31,6 +31,8 @@ JOBS: dict[str, Job] = {j.name: j for j in (
         "SPEC P1 + P2: Pastry hops and relative route distance vs overlay size"),
     Job("pastry_failures", config.PastryFailuresParams, "scribe_spark.experiments.pastry_failures:run",
         "SPEC P3: Pastry routing under node failures, and repair"),
+    Job("pastry_joins", config.PastryJoinsParams, "scribe_spark.experiments.pastry_joins:run",
+        "Pastry paper: routing-table quality after joins, with each second join phase"),
     Job("scribe_multicast", config.ScribeParams, "scribe_spark.experiments.scribe_multicast:run",
         "SPEC S1: Scribe trees at scale vs IP multicast"),
     Job("scribe_small_groups", config.ScribeParams, "scribe_spark.experiments.scribe_multicast:run",

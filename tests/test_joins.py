@@ -2,6 +2,7 @@
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scribe_spark import ids
@@ -60,24 +61,28 @@ def test_take_nearer_keeps_the_nearest_valid_node_per_slot():
             assert got[row * 16 + col] == want, (row, col)
 
 
-def test_second_join_phase_improves_tables(spark, grown):
-    """The row and full-table exchanges keep every entry valid and routes correct, and find nearer nodes."""
-    ring, route_only, _ = grown
-    overlay, counts = joins.grow(spark, ring, initial=100, batch=100, rng=np.random.default_rng(9),
-                                 improve="tables")
-    want = ov.build_overlay(spark, ring, "proximity").state.toPandas().set_index("id").sort_index()
-    before = routing_tables.compare_tables(ring, route_only.state.toPandas().set_index("id"), want)
-    after = routing_tables.compare_tables(ring, overlay.state.toPandas().set_index("id"), want)
-    assert after["invalid"] == 0 and after["best"] > before["best"]
-    rows = routing_tables.row_quality(ring, overlay.state.toPandas().set_index("id"), want)
-    # the same optimal entries; the rows also count the slots past a grown table's last row as empty
-    assert rows.optimal.sum() == after["best"]
-    assert rows[["empty", "optimal", "suboptimal"]].sum().sum() >= after["entries"]
-    assert counts["row_exchange"] > 0 and counts["table_exchange"] > 0
-    rng = np.random.default_rng(11)
-    src = rng.integers(0, ring.n, 500)
-    khi, klo = ids.random_ids(500, rng)
-    routed = ov.route(overlay, ov.messages_frame(spark, src, khi, klo)).toPandas().sort_values("mid")
-    assert (routed.dest.to_numpy() == closest.closest_live(ring, np.ones(ring.n, dtype=bool), khi, klo)).all()
+def test_an_unknown_second_join_phase_is_refused(grown):
+    _, overlay, _ = grown
     with pytest.raises(ValueError, match="improve"):
-        joins.join_batch(overlay, np.arange(ring.n), np.array([], dtype=np.int64), improve="all")
+        joins.join_batch(overlay, np.arange(overlay.ring.n), np.array([], dtype=np.int64), improve="all")
+
+
+@pytest.mark.slow
+def test_pastry_joins_job_second_phases_find_nearer_nodes_and_count_every_slot_once(tiny):
+    """Every phase routes correctly with valid entries; the exchanges raise the optimal ones."""
+    folder = tiny("pastry_joins")
+    j = pd.read_csv(folder / "joins.csv").set_index("improve")
+    q = pd.read_csv(folder / "join_quality.csv")
+    assert list(j.index) == ["none", "rows", "tables"]
+    assert (j.correct_fraction == 1).all() and (j.leaf_sets_converged == 1).all()
+    assert (j.invalid_entries == 0).all()
+    totals = q.groupby("improve")[["empty", "optimal", "suboptimal"]].sum()
+    slots = totals.sum(axis=1)
+    assert slots.nunique() == 1 and slots.iloc[0] > 0   # the same converged slots, classified per phase
+    best = (j.proximity_best_share * j.entries).round()   # the optimal slots are compare_tables' best ones
+    assert (totals.optimal[j.index] == best).all()
+    assert totals.at["rows", "optimal"] > totals.at["none", "optimal"]
+    assert j.at["none", "row_exchange_per_newcomer"] == 0 and j.at["rows", "row_exchange_per_newcomer"] > 0
+    assert j.at["rows", "table_exchange_per_newcomer"] == 0
+    assert j.at["tables", "table_exchange_per_newcomer"] > 0
+    assert (folder / "join_quality.png").stat().st_size > 0
