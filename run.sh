@@ -6,6 +6,8 @@
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh package               build the --py-files zip of the library (prints its path)
 #   ./run.sh list                  list the experiments
+#   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics]
+#                                  every paper-scale setup, then the paper-vs-simulation report
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -195,19 +197,22 @@ quick_tour() {
     echo "== $name (conf/quick/$name.toml)"
     run_experiment "$name" --conf "conf/quick/$name.toml" --out "$out"
   done
+  "$VENV/bin/python" -m scribe_spark.report "$out" "scribe-spark quick tour ($(basename "$out"))" >/dev/null
   echo
   echo "Quick tour finished in $((SECONDS - start))s. Outputs under $out:"
   find "$out" -maxdepth 2 \( -name '*.png' -o -name '*.csv' -o -name 'summary.md' \) | sort | sed 's/^/  /'
+  echo "Every summary, plot and table on one page: $out/index.html"
 }
 
 cmd="${1:-tour}"
 case "$cmd" in
-  -h|--help|help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 setup
 [ "$cmd" = list ] && exec "$VENV/bin/python" -m scribe_spark.registry
 case "$cmd" in
   tour) quick_tour ;;
+  reproduce) shift; exec "$VENV/bin/python" -m scribe_spark.reproduce "$@" ;;
   package) package_library ;;   # the --py-files zip for non-local masters (prints its path)
   cluster)
     case "${2:-}" in

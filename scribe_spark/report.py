@@ -1,6 +1,10 @@
 """Writing results: CSV tables, matplotlib figures and the Markdown summary."""
 from __future__ import annotations
 
+import html
+import os
+import re
+from datetime import datetime
 from pathlib import Path
 
 import matplotlib
@@ -60,3 +64,119 @@ def comparable_tables(folder: Path) -> dict[str, bytes]:
         t = pq.read_table(p)
         out[p.name] = t.schema.to_string().encode() + repr(t.to_pydict()).encode()
     return out
+
+
+# ------------------------------------------------------------------ one page for a whole run
+
+_INLINE = (
+    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"), lambda m, pre: f'<img alt="{m[1]}" src="{_rel(m[2], pre)}">'),
+    (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), lambda m, pre: f'<a href="{_rel(m[2], pre)}">{m[1]}</a>'),
+    (re.compile(r"`([^`]+)`"), lambda m, pre: f"<code>{m[1]}</code>"),
+    (re.compile(r"\*\*([^*]+)\*\*"), lambda m, pre: f"<strong>{m[1]}</strong>"),
+)
+
+
+def _rel(target: str, prefix: str) -> str:
+    """A link of a Markdown file as seen from the page: relative targets get the file's folder."""
+    if re.match(r"^([a-z]+:|#|/)", target):
+        return target
+    return html.escape(prefix + target, quote=True)
+
+
+def _inline(text: str, prefix: str) -> str:
+    out = html.escape(text, quote=False)
+    for pattern, make in _INLINE:
+        out = pattern.sub(lambda m: make(m, prefix), out)
+    return out
+
+
+def markdown_html(text: str, prefix: str = "") -> str:
+    """The Markdown our summaries and the report use (headings, tables, lists, paragraphs) as HTML."""
+    out, para, lines = [], [], text.splitlines()
+
+    def flush() -> None:
+        if para:
+            out.append(f"<p>{_inline(' '.join(para), prefix)}</p>")
+            para.clear()
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        if not line.strip():
+            flush()
+        elif line.lstrip().startswith("<"):
+            flush()
+            out.append(line)
+        elif m := re.match(r"^(#{1,4})\s+(.*)$", line):
+            flush()
+            out.append(f"<h{len(m[1])}>{_inline(m[2], prefix)}</h{len(m[1])}>")
+        elif line.startswith("|"):
+            flush()
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                cells = re.split(r"(?<!\\)\|", lines[i].strip()[1:-1])
+                rows.append([c.strip().replace("\\|", "|") for c in cells])
+                i += 1
+            body = [r for r in rows[1:] if not all(re.fullmatch(r":?-+:?", c) for c in r)]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c, prefix)}</th>" for c in rows[0]) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(c, prefix)}</td>" for c in r) + "</tr>"
+                                 for r in body) + "</table>")
+            continue
+        elif line.startswith("- "):
+            flush()
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{_inline(lines[i][2:], prefix)}</li>")
+                i += 1
+            out.append("<ul>" + "".join(items) + "</ul>")
+            continue
+        else:
+            para.append(line.strip())
+        i += 1
+    flush()
+    return "\n".join(out)
+
+
+_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
+          "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #bbb;"
+          "padding:2px 6px;text-align:left}th{background:#eee}img{max-width:100%;margin:.3em 0}"
+          "section{border-top:3px solid #444;margin-top:2em}code{background:#f3f3f3}")
+
+
+def _link(target: str, text: str) -> str:
+    return f'<a href="{html.escape(target, quote=True)}">{html.escape(text)}</a>'
+
+
+def write_index(root: Path, title: str) -> Path:
+    """Write root/index.html: every run's summary (a report first), its plots and tables, on one page.
+
+    The page needs no server or network: plots are linked relatively, so it works wherever the
+    folder is copied. Written atomically.
+    """
+    parts = [("reproduce", "report.md")] if (root / "reproduce" / "report.md").is_file() else []
+    parts += [(d.name, "summary.md") for d in sorted(root.iterdir())
+              if d.is_dir() and not d.name.startswith(".") and (d / "summary.md").is_file()]
+    body = []
+    for name, md in parts:
+        folder = root / name
+        text = (folder / md).read_text()
+        shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text))
+        plots = [p.name for p in sorted(folder.glob("*.png")) if p.name not in shown]
+        files = [p.name for p in sorted(folder.iterdir()) if p.suffix in (".csv", ".toml", ".md", ".parquet")]
+        body.append(f'<section id="{html.escape(name)}">' + markdown_html(text, f"{name}/")
+                    + "".join(f'<img alt="{p}" src="{html.escape(name)}/{html.escape(p)}">' for p in plots)
+                    + "<p>Files: " + ", ".join(_link(f"{name}/{f}", f) for f in files) + "</p></section>")
+    toc = "".join(f'<li><a href="#{html.escape(n)}">{html.escape(n)}</a></li>' for n, _ in parts)
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"<p>{len(parts)} result folders in <code>{html.escape(str(root))}</code>, "
+            f"page written {datetime.now():%Y-%m-%d %H:%M}.</p><ul>{toc}</ul>" + "\n".join(body)
+            + "</body></html>\n")
+    tmp = root / f".index.html.tmp-{os.getpid()}"
+    tmp.write_text(page)
+    os.replace(tmp, root / "index.html")
+    return root / "index.html"
+
+
+if __name__ == "__main__":   # python -m scribe_spark.report DIR "TITLE": the one-page view of DIR
+    import sys
+    print(write_index(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else Path(sys.argv[1]).name))

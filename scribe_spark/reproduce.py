@@ -1,0 +1,374 @@
+"""`./run.sh reproduce`: run every paper-scale setup, then write the paper-vs-simulation report.
+
+    ./run.sh reproduce [--out DIR] [--confs DIR] [--published FILE.csv] [--master URL] [--resume]
+    ./run.sh reproduce --metrics        # the figure and metric names a published-values file may use
+
+Everything is checked before the first job starts: each job's parameters, the output folder and
+the published-values file. Each job then runs as `./run.sh JOB` into `DIR/JOB/` (atomic, as
+always), and the report is written into `DIR/reproduce/` (report.md, one PNG per figure and the
+published values it read) and `DIR/index.html` (every summary and plot of the run on one page).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from scribe_spark import cli, config, loader, papers
+
+EXIT_BAD_INPUT = 2
+PUBLISHED_COLUMNS = ("figure", "metric", "value", "source")
+FOLDER = "reproduce"
+
+
+class PublishedError(ValueError):
+    """The published-values file cannot be used."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A checked reproduce command: the jobs and their parameter files, the output root, published values."""
+
+    out: Path
+    confs: dict[str, Path]
+    params: dict[str, dict]
+    published: pd.DataFrame
+    published_file: Path | None
+    resume: bool
+    master: str | None
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = cli._Parser(prog="reproduce", description="Run every paper-scale setup and write the report.")
+    ap.add_argument("--out", help="output root (default data/out/reproduce-<timestamp>)")
+    ap.add_argument("--confs", help="folder of parameter files <job>.toml; a job without one there takes "
+                                    "conf/reproduce/<job>.toml, else conf/<job>.toml")
+    ap.add_argument("--published", help="CSV of published values: columns figure, metric, value, source")
+    ap.add_argument("--master", help="Spark master for every job (default local[*])")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the jobs complete in --out, continue unfinished ones, write the report again")
+    ap.add_argument("--metrics", action="store_true", help="list the figures and metric names, then exit")
+    return ap.parse_args(argv)
+
+
+def conf_for(job: str, confs: Path | None) -> Path:
+    """The parameter file `reproduce` runs a job with."""
+    root = cli.project_root() / "conf"
+    for folder in ([confs] if confs else []) + [root / FOLDER]:
+        if (folder / f"{job}.toml").is_file():
+            return folder / f"{job}.toml"
+    return root / f"{job}.toml"
+
+
+def as_dict(params) -> dict:
+    """A job's resolved parameters as its params.toml holds them."""
+    return tomllib.loads(loader.to_toml(params))
+
+
+def plan(argv: list[str]) -> Setup:
+    """Check the command line, every job's parameters, the output folder and the published values."""
+    args = parse_args(argv)
+    if args.resume and not args.out:
+        raise cli.UsageError("--resume needs --out DIR, the output root of the run to continue")
+    out = Path(args.out).resolve() if args.out else (
+        cli.project_root() / "data" / "out" / datetime.now().strftime("reproduce-%Y%m%d-%H%M%S"))
+    confs_dir = Path(args.confs) if args.confs else None
+    if confs_dir is not None and not confs_dir.is_dir():
+        raise cli.UsageError(f"--confs {confs_dir}: not a folder")
+    confs, params = {}, {}
+    for job in papers.JOBS:
+        confs[job] = conf_for(job, confs_dir)
+        try:
+            p = cli.plan(job, ["--conf", str(confs[job]), "--out", str(out)])
+        except config.ConfigError as e:
+            raise config.ConfigError(f"{job} ({confs[job]}): {e}") from None
+        params[job] = as_dict(p.params)
+    published = read_published(Path(args.published), params) if args.published else empty_published()
+    return Setup(out, confs, params, published, Path(args.published).resolve() if args.published else None,
+                 args.resume, args.master)
+
+
+# ------------------------------------------------------------------ published values
+
+def empty_published() -> pd.DataFrame:
+    return pd.DataFrame(columns=["figure", "metric", "variant", "x", "value", "source", "line"])
+
+
+def read_published(path: Path, params: dict[str, dict]) -> pd.DataFrame:
+    """Read and check a published-values file against the figures; one error names the line and the key."""
+    where = f"--published {path}"
+    if not path.is_file():
+        raise PublishedError(f"{where}: file not found")
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise PublishedError(f"{where}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    missing = [c for c in PUBLISHED_COLUMNS if c not in df.columns]
+    if missing:
+        raise PublishedError(f"{where}: missing column(s) {', '.join(missing)} "
+                             f"(needs {', '.join(PUBLISHED_COLUMNS)})")
+    rows = []
+    for i, r in enumerate(df.itertuples(index=False), start=2):   # line 1 is the header
+        at = f"{where}, line {i}"
+        fig = papers.BY_NAME.get(r.figure.strip())
+        if fig is None:
+            raise PublishedError(f"{at}: unknown figure '{r.figure}' (figures: {', '.join(papers.BY_NAME)})")
+        name, variant, x = parse_metric(r.metric.strip(), fig, params[fig.job], at)
+        try:
+            value = float(r.value)
+        except ValueError:
+            raise PublishedError(f"{at}: value '{r.value}' of {fig.name} {r.metric} is not a number") \
+                from None
+        if not r.source.strip():
+            raise PublishedError(f"{at}: the source of {fig.name} {r.metric} is empty "
+                                 "(say where the value is from)")
+        rows.append({"figure": fig.name, "metric": name, "variant": variant, "x": x, "value": value,
+                     "source": r.source.strip(), "line": i})
+    return pd.DataFrame(rows, columns=empty_published().columns) if rows else empty_published()
+
+
+def parse_metric(text: str, fig: papers.Figure, params: dict, at: str) -> tuple[str, str, str]:
+    """Split `name[variant]@x` and check each part against the figure; return (name, variant, x)."""
+    m = papers.KEY.match(text)
+    metric = fig.metric(m.group("name")) if m else None
+    if metric is None:
+        raise PublishedError(f"{at}: figure '{fig.name}' has no metric '{text}' "
+                             f"(metrics: {', '.join(usage(fig, mt, params) for mt in fig.metrics)})")
+    dims = fig.dims(params)
+    variant, x = (m.group("variant") or "").strip(), (m.group("x") or "").strip()
+    write = usage(fig, metric, params)
+
+    def bad(why: str) -> PublishedError:
+        return PublishedError(f"{at}: {fig.name} {text}: {why} (write {write})")
+    if metric.variant and variant not in dims[metric.variant]:
+        raise bad(f"{metric.variant} must be one of {', '.join(dims[metric.variant])}")
+    if not metric.variant and variant:
+        raise bad("this metric has no variant")
+    if metric.x is None and x:
+        raise bad("this metric has no x")
+    if metric.x is not None:
+        if not x:
+            raise bad(f"needs @{metric.x}")
+        if metric.x in dims and x not in dims[metric.x]:
+            raise bad(f"{metric.x} must be one of {', '.join(dims[metric.x])}")
+        if metric.x not in dims and not isinstance(papers.norm_x(x), float):
+            raise bad(f"{metric.x} must be a number")
+    return metric.name, variant, x
+
+
+def usage(fig: papers.Figure, metric: papers.Metric, params: dict | None) -> str:
+    """How a metric is written, e.g. `relative_distance[mode]@nodes` (with the mode's values if known)."""
+    dims = fig.dims(params) if params is not None else {}
+    text = metric.name
+    if metric.variant:
+        text += f"[{'|'.join(dims[metric.variant]) if metric.variant in dims else metric.variant}]"
+    if metric.x:
+        text += f"@{'|'.join(dims[metric.x]) if metric.x in dims else metric.x}"
+    return text
+
+
+# ------------------------------------------------------------------ the report
+
+def ours(fig: papers.Figure, folder: Path, params: dict) -> pd.DataFrame:
+    """Our values of a figure's metrics, read from its job's tables."""
+    rows = fig.values(folder, params)
+    return pd.DataFrame(rows, columns=["metric", "variant", "x", "value"]).assign(
+        variant=lambda d: d.variant.astype(str), key=lambda d: [papers.key(*k) for k in
+                                                                zip(d.metric, d.variant, d.x)])
+
+
+def comparison(mine: pd.DataFrame, pub: pd.DataFrame) -> pd.DataFrame:
+    """Our values beside the published ones (matched on metric, variant and x), with the ratio."""
+    table = [{"metric": k, "ours": v, "published": None, "ratio": None, "source": ""}
+             for k, v in zip(mine.key, mine.value)]
+    index = {(m, v, papers.norm_x(x)): i
+             for i, (m, v, x) in enumerate(zip(mine.metric, mine.variant, mine.x))}
+    extra = []
+    for r in pub.itertuples():
+        i = index.get((r.metric, r.variant, papers.norm_x(r.x)))
+        row = table[i] if i is not None else None
+        if row is not None and row["published"] is None:
+            row.update(published=r.value, source=r.source)
+        else:   # a second source for the same value, or a point we did not measure
+            base = {"metric": papers.key(r.metric, r.variant, r.x), "ours": row["ours"] if row else None}
+            extra.append({**base, "published": r.value, "ratio": None, "source": r.source})
+    out = pd.DataFrame(table + extra, columns=["metric", "ours", "published", "ratio", "source"])
+    for c in ("ours", "published", "ratio"):
+        out[c] = pd.to_numeric(out[c]).astype(float)
+    ok = out.published.notna() & (out.published != 0)
+    out.loc[ok, "ratio"] = out.ours[ok] / out.published[ok]
+    return out
+
+
+def _cell(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.{digits}g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    return str(v)
+
+
+def _cells(*cells: str) -> str:
+    """One Markdown table row; a | inside a cell is escaped."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def _setup_table(rows: list[papers.Row]) -> str:
+    lines = ["| | the paper | ours | difference |", "|---|---|---|---|"]
+    lines += [_cells(aspect, paper, mine, f"**differs:** {why}" if why else "same")
+              for aspect, paper, mine, why in rows]
+    return "\n".join(lines)
+
+
+def _values_table(cmp: pd.DataFrame, with_published: bool) -> str:
+    if not with_published:
+        lines = ["| metric | ours |", "|---|---|"]
+        lines += [_cells(f"`{r.metric}`", _cell(r.ours)) for r in cmp.itertuples()]
+        return "\n".join(lines)
+    lines = ["| metric | ours | published | ours / published | source |", "|---|---|---|---|---|"]
+    lines += [_cells(f"`{r.metric}`", _cell(r.ours), _cell(r.published), _cell(r.ratio, 3), r.source)
+              for r in cmp.itertuples()]
+    return "\n".join(lines)
+
+
+def figure_section(fig: papers.Figure, root: Path, out: Path, pub: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """One figure: the setups side by side, the metric names, the plot, our numbers beside the published."""
+    from scribe_spark import report
+    folder = root / fig.job
+    params = tomllib.loads((folder / "params.toml").read_text())
+    mine = ours(fig, folder, params)
+    pub = pub[pub.figure == fig.name]
+    with report.figure(out / f"{fig.name}.png", fig.title, fig.xlabel, fig.ylabel) as ax:
+        fig.plot(ax, folder, params, mine, pub)
+    cmp = comparison(mine, pub)
+    setup = fig.setup(params)
+    differs = [r[0] for r in setup if r[3]]
+    compared = int(cmp.ratio.notna().sum())
+    far = cmp[cmp.ratio.notna() & ((cmp.ratio - 1).abs() > 0.10)]
+    names = "\n".join(f"- `{usage(fig, m, params)}`: {m.about}" for m in fig.metrics)
+    text = [f'<a id="fig-{fig.name}"></a>', "", f"## {fig.name}: {fig.title}", "",
+            f"{fig.paper}. Job `{fig.job}` (its tables and parameters: [`../{fig.job}/`](../{fig.job}/)). "
+            f"{fig.what}", "", "### Setup: the paper's and ours", "", _setup_table(setup), "",
+            f"![{fig.name}]({fig.name}.png)", "", "### Numbers", "", _values_table(cmp, len(pub) > 0), ""]
+    if len(pub):
+        text += [(f"{len(far)} of the {compared} values compared differ from the published one by more than "
+                  "10%." + (f" Setup differences that can explain it: {', '.join(differs)}."
+                            if len(far) and differs else "")) if compared else
+                 "No published value of this figure is at a point this run measured (see the rows with "
+                 "no value of ours).", ""]
+    if fig.notes:
+        text += [fig.notes, ""]
+    text += ["Metric names (for `--published`):", "", names, ""]
+    return "\n".join(text), cmp.assign(figure=fig.name)
+
+
+def write_report(root: Path, published: pd.DataFrame, published_file: Path | None = None) -> Path:
+    """Write DIR/reproduce/ (report.md, plots, compared values) atomically, then DIR/index.html."""
+    from scribe_spark import report
+    missing = [j for j in papers.JOBS if not (root / j / "params.toml").is_file()]
+    if missing:
+        raise cli.UsageError(f"{root}: no complete run of {', '.join(missing)}; run ./run.sh reproduce first")
+    tmp = root / f".{FOLDER}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        sections, tables = [], []
+        for fig in papers.FIGURES:
+            text, cmp = figure_section(fig, root, tmp, published)
+            sections.append(text)
+            tables.append(cmp)
+        values = pd.concat(tables, ignore_index=True)
+        cols = ["figure", "metric", "ours", "published", "ratio", "source"]
+        report.write_csv(values[cols], tmp / "values.csv")
+        if published_file is not None:
+            shutil.copyfile(published_file, tmp / "published.csv")
+        (tmp / "report.md").write_text(_head(root, published, published_file) + "\n\n".join(sections))
+        final = root / FOLDER
+        cli._publish(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report.write_index(root, f"scribe-spark: paper-vs-simulation report ({root.name})")
+    return final
+
+
+def _head(root: Path, published: pd.DataFrame, published_file: Path | None) -> str:
+    confs = []
+    for job in papers.JOBS:
+        first = (root / job / "params.toml").read_text().splitlines()[0]
+        confs.append(f"`{job}` ({first.split('conf: ', 1)[-1].rstrip(')')})")
+    contents = "\n".join(f"- [{f.name}](#fig-{f.name}): {f.title}" for f in papers.FIGURES)
+    pub = (f"Published values: {len(published)} rows from `{published_file}` (copied to `published.csv`), "
+           f"from {published.source.nunique()} source(s). Each is shown beside our value with the ratio "
+           "ours / published, and marked on the plot (one marker shape per source)."
+           if published_file is not None else
+           "No published values were given (`--published FILE.csv` adds them; the repository ships none).")
+    return (f"# Paper-vs-simulation report\n\nWritten {datetime.now():%Y-%m-%d %H:%M} from the runs in "
+            f"`{root}`: {', '.join(confs)}. All values below are measured by this run; none is tuned toward "
+            f"a published figure.\n\n{pub} Every value of this report is also in `values.csv`.\n\n"
+            "**Metric names.** A value is named `metric`, `metric[variant]`, `metric@x` or "
+            "`metric[variant]@x`: the variant picks a series (a popularity model and chain rule, a routing "
+            "mode, a second join phase, a scheme), x a point on the figure's x axis (a number such as the "
+            "overlay size, or a category such as a phase). A published-values file names the figure in "
+            "its `figure` column and one of these names in its `metric` column; each figure lists its "
+            "names at its end, and `./run.sh reproduce --metrics` prints them all.\n\n"
+            "**Setup tables** put the paper's setup (as `../shared/SPEC.md` states it) beside this run's "
+            "and name every difference.\n\n## Figures\n\n" + contents + "\n\n")
+
+
+def catalog() -> str:
+    """Every figure with its job and metric names (for writing a published-values file)."""
+    lines = []
+    for fig in papers.FIGURES:
+        lines.append(f"{fig.name}  ({fig.job}; {fig.title})")
+        for m in fig.metrics:
+            lines.append(f"    {usage(fig, m, None):<48} {m.about}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the command
+
+def main(argv: list[str]) -> int:
+    """Check everything, run the jobs, write the report; return the exit code."""
+    try:
+        if "--metrics" in argv:
+            parse_args(argv)
+            print(catalog())
+            return 0
+        s = plan(argv)
+    except (config.ConfigError, cli.UsageError, PublishedError) as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    runner = cli.project_root() / "run.sh"
+    print(f"reproduce: {len(papers.JOBS)} jobs into {s.out}: "
+          + ", ".join(f"{j} ({s.confs[j]})" for j in papers.JOBS), flush=True)
+    for i, job in enumerate(papers.JOBS, 1):
+        print(f"== reproduce {i}/{len(papers.JOBS)}: {job}", flush=True)
+        cmd = [str(runner), job, "--conf", str(s.confs[job]), "--out", str(s.out)]
+        if s.resume:   # a job already complete is kept, an unfinished one continues
+            cmd.append("--resume")
+        if s.master:
+            cmd += ["--master", s.master]
+        rc = subprocess.run(cmd).returncode
+        if rc != 0:
+            again = " ".join(["./run.sh reproduce", *[a for a in argv if a != "--resume"]])
+            if "--out" not in argv:
+                again += f" --out {s.out}"
+            print(f"reproduce: error: {job} stopped (exit {rc}); the jobs before it are kept in {s.out}; "
+                  f"continue with: {again} --resume", file=sys.stderr)
+            return rc
+    final = write_report(s.out, s.published, s.published_file)
+    print(f"reproduce: report in {final / 'report.md'}; every run on one page: {s.out / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,142 @@
+"""`./run.sh reproduce`: published values checked before anything runs, the report, the one-page index."""
+import math
+import tomllib
+
+import matplotlib
+import pandas as pd
+import pytest
+
+from scribe_spark import cli, papers, report, reproduce
+from tests.helpers import ROOT
+
+matplotlib.use("Agg")
+TINY = ROOT / "conf" / "tiny"
+
+BAD = [
+    ("pastry_hopz,mean_hops@300,2,paper", "unknown figure 'pastry_hopz'"),
+    ("pastry_hops,mean_hop@300,2,paper", "figure 'pastry_hops' has no metric 'mean_hop@300'"),
+    ("pastry_hops,mean_hops,2,paper", "pastry_hops mean_hops: needs @nodes"),
+    ("pastry_hops,max_hops[proximity]@300,2,paper", "this metric has no variant"),
+    ("pastry_relative_distance,relative_distance[bogus]@300,1,paper",
+     "mode must be one of proximity, random"),
+    ("pastry_failures,mean_hops@during,3,paper", "phase must be one of before, after_failure, after_repair"),
+    ("pastry_failures,repair_rpcs_per_failed_node@before,3,paper", "this metric has no x"),
+    ("tno_latency_vs_rate,mean_latency_ms[geographic/etree]@fast,1,paper", "rate must be a number"),
+    ("tno_latency_vs_rate,mean_latency_ms[geographic/literal]@300,1,paper", "model/chains must be one of"),
+    ("pastry_hops,mean_hops@300,many,paper", "value 'many' of pastry_hops mean_hops@300 is not a number"),
+    ("pastry_hops,mean_hops@300,2,", "the source of pastry_hops mean_hops@300 is empty"),
+]
+
+
+@pytest.mark.parametrize("row, reason", BAD, ids=[r.split(",")[1] for r, _ in BAD])
+def test_a_bad_published_value_stops_reproduce_before_anything_runs(tmp_path, capsys, row, reason):
+    published = tmp_path / "published.csv"
+    published.write_text("figure,metric,value,source\npastry_hops,mean_hops@300,2.0,paper\n" + row + "\n")
+    out = tmp_path / "out"
+    assert reproduce.main(["--out", str(out), "--confs", str(TINY), "--published", str(published)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce: error: --published ") and "line 3" in err[0], err
+    assert reason in err[0], err
+    assert not out.exists()
+
+
+def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, capsys):
+    confs = tmp_path / "confs"
+    confs.mkdir()
+    (confs / "pastry_joins.toml").write_text("nodes = 100\ninitial = 100\n")
+    (tmp_path / "no-header.csv").write_text("figure,metric,value\n")
+    cases = [(["--confs", str(confs)], f"pastry_joins ({confs / 'pastry_joins.toml'}): key 'initial'"),
+             (["--confs", str(TINY), "--published", str(tmp_path / "no-header.csv")],
+              "missing column(s) source"),
+             (["--confs", str(TINY), "--published", str(tmp_path / "none.csv")], "file not found"),
+             (["--confs", str(tmp_path / "nowhere")], "--confs"),
+             (["--resume"], "--resume needs --out")]
+    for args, reason in cases:
+        out = [] if "--resume" in args else ["--out", str(tmp_path / "out")]
+        assert reproduce.main(args + out) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and reason in err[0], (args, err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_published_name_the_catalog_lists_is_accepted(tmp_path):
+    """Each metric of every figure, written as --metrics prints it (with a real variant and x), reads back."""
+    params = {job: reproduce.as_dict(cli.plan(job, ["--conf", str(reproduce.conf_for(job, TINY))]).params)
+              for job in papers.JOBS}
+    rows = []
+    for fig in papers.FIGURES:
+        dims = fig.dims(params[fig.job])
+        for m in fig.metrics:
+            name = m.name + (f"[{dims[m.variant][0]}]" if m.variant else "")
+            name += (f"@{dims[m.x][0]}" if m.x in dims else "@1") if m.x else ""
+            rows.append(f"{fig.name},{name},1.5,catalog")
+    published = tmp_path / "all.csv"
+    published.write_text("figure,metric,value,source\n" + "\n".join(rows) + "\n")
+    got = reproduce.read_published(published, params)
+    assert len(got) == len(rows) == sum(len(f.metrics) for f in papers.FIGURES)
+    assert "relative_distance[mode]@nodes" in reproduce.catalog()
+
+
+@pytest.mark.slow
+def test_report_puts_published_values_beside_ours_and_one_page_shows_the_run(tiny, tmp_path):
+    root = [tiny(job) for job in papers.JOBS][0].parent
+    params = {job: tomllib.loads((root / job / "params.toml").read_text()) for job in papers.JOBS}
+    hops = pd.read_csv(root / "pastry_hops" / "hops.csv")
+    n, mean = int(hops.nodes.iloc[-1]), float(hops.mean_hops.iloc[-1])
+    links = pd.read_csv(root / "scribe_multicast" / "link_stress.csv").set_index("scheme")
+    ip_max = float(links.at["ip_multicast", "max"])
+    published = tmp_path / "published.csv"
+    published.write_text("figure,metric,value,source\n"
+                         f"pastry_hops,mean_hops@{n},{2 * mean!r},paper A\n"
+                         "pastry_hops,mean_hops@123456,4.0,paper A\n"   # a size this run did not measure
+                         f"scribe_link_stress,max[ip_multicast],{ip_max / 4!r},paper B\n")
+    final = reproduce.write_report(root, reproduce.read_published(published, params), published)
+
+    values = pd.read_csv(final / "values.csv")
+    assert set(values.figure) == set(papers.BY_NAME)
+    v = values.set_index(["figure", "metric"])
+    assert v.at[("pastry_hops", f"mean_hops@{n}"), "ours"] == pytest.approx(mean)
+    assert v.at[("pastry_hops", f"mean_hops@{n}"), "ratio"] == pytest.approx(0.5)
+    assert math.isnan(v.at[("pastry_hops", "mean_hops@123456"), "ours"])
+    assert v.at[("pastry_hops", "mean_hops@123456"), "published"] == 4.0
+    assert v.at[("scribe_link_stress", "max[ip_multicast]"), "ratio"] == pytest.approx(4.0)
+    assert v.ratio.notna().sum() == 2   # no value of ours is compared with anything else
+    md = (final / "report.md").read_text()
+    for fig in papers.FIGURES:
+        assert f"## {fig.name}: " in md and (final / f"{fig.name}.png").stat().st_size > 0
+    assert f"| `mean_hops@{n}` | " in md and "| paper A |" in md
+    assert "**differs:** a smaller range of sizes" in md
+    assert (final / "published.csv").read_text() == published.read_text()
+
+    page = (root / "index.html").read_text()
+    for fig in papers.FIGURES:
+        assert f'src="reproduce/{fig.name}.png"' in page
+    for job in papers.JOBS:
+        assert f'<section id="{job}">' in page
+        for png in (root / job).glob("*.png"):
+            assert f'src="{job}/{png.name}"' in page
+
+
+def test_published_points_are_marked_on_the_plot(tmp_path):
+    import matplotlib.pyplot as plt
+    (tmp_path / "hops.csv").write_text("nodes,lookups,mean_hops,max_hops,log_2b_n\n"
+                                       "1000,10,2.5,4,2.49\n10000,10,3.3,5,3.32\n")
+    fig = papers.BY_NAME["pastry_hops"]
+    mine = reproduce.ours(fig, tmp_path, {})
+    pub = pd.DataFrame({"metric": ["mean_hops", "max_hops"], "variant": ["", ""], "x": ["1000", "10000"],
+                        "value": [2.0, 6.0], "source": ["paper A", "paper A"]})
+    _, ax = plt.subplots()
+    fig.plot(ax, tmp_path, {}, mine, pub)
+    points = {tuple(p) for c in ax.collections for p in c.get_offsets()}
+    plt.close("all")
+    assert points == {(1000.0, 2.0), (10000.0, 6.0)}
+
+
+def test_markdown_becomes_html_with_links_into_the_run_folder():
+    text = ("# Title\n\nSome `code` and **bold**, [a table](t.csv).\n\n| a | b \\| c |\n|---|---|\n"
+            "| 1 | x \\| y |\n\n- one\n- two\n\n![plot](p.png)\n<a id=\"k\"></a>\n")
+    got = report.markdown_html(text, "job/")
+    assert "<h1>Title</h1>" in got and "<code>code</code>" in got and "<strong>bold</strong>" in got
+    assert '<a href="job/t.csv">a table</a>' in got and '<img alt="plot" src="job/p.png">' in got
+    assert "<th>b | c</th>" in got and "<td>x | y</td>" in got and "<ul><li>one</li><li>two</li></ul>" in got
+    assert '<a id="k"></a>' in got
