@@ -69,18 +69,23 @@ def comparable_tables(folder: Path) -> dict[str, bytes]:
 # ------------------------------------------------------------------ one page for a whole run
 
 _INLINE = (
-    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"), lambda m, pre: f'<img alt="{m[1]}" src="{_rel(m[2], pre)}">'),
+    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"),
+     lambda m, pre: f'<img alt="{m[1].replace(chr(34), "&quot;")}" src="{_rel(m[2], pre)}">'),
     (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), lambda m, pre: f'<a href="{_rel(m[2], pre)}">{m[1]}</a>'),
     (re.compile(r"`([^`]+)`"), lambda m, pre: f"<code>{m[1]}</code>"),
     (re.compile(r"\*\*([^*]+)\*\*"), lambda m, pre: f"<strong>{m[1]}</strong>"),
 )
 
 
+ANCHOR = re.compile(r'<a id="[\w-]+"></a>')
+
+
 def _rel(target: str, prefix: str) -> str:
-    """A link of a Markdown file as seen from the page: relative targets get the file's folder."""
+    """A link of a Markdown file as seen from the page (relative targets get the file's folder); the
+    target is already HTML-escaped text, the prefix is escaped here."""
     if re.match(r"^([a-z]+:|#|/)", target):
-        return target
-    return html.escape(prefix + target, quote=True)
+        return target.replace('"', "&quot;")
+    return html.escape(prefix, quote=True) + target.replace('"', "&quot;")
 
 
 def _inline(text: str, prefix: str) -> str:
@@ -103,9 +108,9 @@ def markdown_html(text: str, prefix: str = "") -> str:
         line = lines[i].rstrip()
         if not line.strip():
             flush()
-        elif line.lstrip().startswith("<"):
+        elif ANCHOR.fullmatch(line.strip()):   # the report's figure anchors: the only HTML let through
             flush()
-            out.append(line)
+            out.append(line.strip())
         elif m := re.match(r"^(#{1,4})\s+(.*)$", line):
             flush()
             out.append(f"<h{len(m[1])}>{_inline(m[2], prefix)}</h{len(m[1])}>")
@@ -142,6 +147,10 @@ _STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:
           "section{border-top:3px solid #444;margin-top:2em}code{background:#f3f3f3}")
 
 
+def _image(target: str, alt: str) -> str:
+    return f'<img alt="{html.escape(alt, quote=True)}" src="{html.escape(target, quote=True)}">'
+
+
 def _link(target: str, text: str) -> str:
     return f'<a href="{html.escape(target, quote=True)}">{html.escape(text)}</a>'
 
@@ -162,8 +171,8 @@ def write_index(root: Path, title: str) -> Path:
         shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text))
         plots = [p.name for p in sorted(folder.glob("*.png")) if p.name not in shown]
         files = [p.name for p in sorted(folder.iterdir()) if p.suffix in (".csv", ".toml", ".md", ".parquet")]
-        body.append(f'<section id="{html.escape(name)}">' + markdown_html(text, f"{name}/")
-                    + "".join(f'<img alt="{p}" src="{html.escape(name)}/{html.escape(p)}">' for p in plots)
+        body.append(f'<section id="{html.escape(name, quote=True)}">' + markdown_html(text, f"{name}/")
+                    + "".join(_image(f"{name}/{p}", p) for p in plots)
                     + "<p>Files: " + ", ".join(_link(f"{name}/{f}", f) for f in files) + "</p></section>")
     toc = "".join(f'<li><a href="#{html.escape(n)}">{html.escape(n)}</a></li>' for n, _ in parts)
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
@@ -172,8 +181,11 @@ def write_index(root: Path, title: str) -> Path:
             f"page written {datetime.now():%Y-%m-%d %H:%M}.</p><ul>{toc}</ul>" + "\n".join(body)
             + "</body></html>\n")
     tmp = root / f".index.html.tmp-{os.getpid()}"
-    tmp.write_text(page)
-    os.replace(tmp, root / "index.html")
+    try:
+        tmp.write_text(page)
+        os.replace(tmp, root / "index.html")
+    finally:
+        tmp.unlink(missing_ok=True)
     return root / "index.html"
 
 

@@ -11,7 +11,10 @@ published values it read) and `DIR/index.html` (every summary and plot of the ru
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,6 +41,7 @@ class Setup:
     """A checked reproduce command: the jobs and their parameter files, the output root, published values."""
 
     out: Path
+    out_given: bool
     confs: dict[str, Path]
     params: dict[str, dict]
     published: pd.DataFrame
@@ -86,20 +90,22 @@ def plan(argv: list[str]) -> Setup:
     confs, params = {}, {}
     for job in papers.JOBS:
         confs[job] = conf_for(job, confs_dir)
-        try:
-            p = cli.plan(job, ["--conf", str(confs[job]), "--out", str(out)])
+        try:   # with --resume, an unfinished run of other parameters is refused now, not at its turn
+            resume = ["--resume"] if args.resume else []
+            p = cli.plan(job, ["--conf", str(confs[job]), "--out", str(out), *resume])
         except config.ConfigError as e:
             raise config.ConfigError(f"{job} ({confs[job]}): {e}") from None
         params[job] = as_dict(p.params)
     published = read_published(Path(args.published), params) if args.published else empty_published()
-    return Setup(out, confs, params, published, Path(args.published).resolve() if args.published else None,
-                 args.resume, args.master)
+    return Setup(out, bool(args.out), confs, params, published,
+                 Path(args.published).resolve() if args.published else None, args.resume, args.master)
 
 
 # ------------------------------------------------------------------ published values
 
 def empty_published() -> pd.DataFrame:
-    return pd.DataFrame(columns=["figure", "metric", "variant", "x", "value", "source", "line"])
+    """A published-values frame with no rows."""
+    return pd.DataFrame(columns=["figure", "metric", "variant", "x", "value", "source", "line", "key"])
 
 
 def read_published(path: Path, params: dict[str, dict]) -> pd.DataFrame:
@@ -122,16 +128,16 @@ def read_published(path: Path, params: dict[str, dict]) -> pd.DataFrame:
         if fig is None:
             raise PublishedError(f"{at}: unknown figure '{r.figure}' (figures: {', '.join(papers.BY_NAME)})")
         name, variant, x = parse_metric(r.metric.strip(), fig, params[fig.job], at)
-        try:
-            value = float(r.value)
-        except ValueError:
-            raise PublishedError(f"{at}: value '{r.value}' of {fig.name} {r.metric} is not a number") \
-                from None
-        if not r.source.strip():
+        value = _finite(r.value)
+        if value is None:
+            raise PublishedError(f"{at}: value '{r.value}' of {fig.name} {r.metric} is not a finite number")
+        source = " ".join(r.source.split())   # one line, whatever the file's quoting held
+        if not source:
             raise PublishedError(f"{at}: the source of {fig.name} {r.metric} is empty "
                                  "(say where the value is from)")
+        x_key = papers.norm_x(x) if x else ""
         rows.append({"figure": fig.name, "metric": name, "variant": variant, "x": x, "value": value,
-                     "source": r.source.strip(), "line": i})
+                     "source": source, "line": i, "key": papers.key(name, variant, x_key)})
     return pd.DataFrame(rows, columns=empty_published().columns) if rows else empty_published()
 
 
@@ -159,9 +165,18 @@ def parse_metric(text: str, fig: papers.Figure, params: dict, at: str) -> tuple[
             raise bad(f"needs @{metric.x}")
         if metric.x in dims and x not in dims[metric.x]:
             raise bad(f"{metric.x} must be one of {', '.join(dims[metric.x])}")
-        if metric.x not in dims and not isinstance(papers.norm_x(x), float):
-            raise bad(f"{metric.x} must be a number")
+        if metric.x not in dims and _finite(x) is None:
+            raise bad(f"{metric.x} must be a finite number")
     return metric.name, variant, x
+
+
+def _finite(text: str) -> float | None:
+    """The number `text` spells, or None if it is not a finite number."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def usage(fig: papers.Figure, metric: papers.Metric, params: dict | None) -> str:
@@ -177,29 +192,31 @@ def usage(fig: papers.Figure, metric: papers.Metric, params: dict | None) -> str
 
 # ------------------------------------------------------------------ the report
 
-def ours(fig: papers.Figure, folder: Path, params: dict) -> pd.DataFrame:
-    """Our values of a figure's metrics, read from its job's tables."""
-    rows = fig.values(folder, params)
-    return pd.DataFrame(rows, columns=["metric", "variant", "x", "value"]).assign(
-        variant=lambda d: d.variant.astype(str), key=lambda d: [papers.key(*k) for k in
-                                                                zip(d.metric, d.variant, d.x)])
+def ours(fig: papers.Figure, folder: Path, params: dict, pub: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Our values of a figure's metrics, read from its job's tables (pub: published points to read at)."""
+    rows = fig.values(folder, params, empty_published() if pub is None else pub)
+    out = pd.DataFrame(rows, columns=["metric", "variant", "x", "value"])
+    stray = set(out.metric) - {m.name for m in fig.metrics}
+    if stray:
+        raise RuntimeError(f"figure {fig.name}: the reader returned undeclared metrics {sorted(stray)}")
+    out["variant"] = out.variant.astype(str)
+    out["key"] = [papers.key(*k) for k in zip(out.metric, out.variant, out.x)]
+    return out
 
 
 def comparison(mine: pd.DataFrame, pub: pd.DataFrame) -> pd.DataFrame:
     """Our values beside the published ones (matched on metric, variant and x), with the ratio."""
     table = [{"metric": k, "ours": v, "published": None, "ratio": None, "source": ""}
              for k, v in zip(mine.key, mine.value)]
-    index = {(m, v, papers.norm_x(x)): i
-             for i, (m, v, x) in enumerate(zip(mine.metric, mine.variant, mine.x))}
+    index = {k: i for i, k in enumerate(mine.key)}
     extra = []
     for r in pub.itertuples():
-        i = index.get((r.metric, r.variant, papers.norm_x(r.x)))
-        row = table[i] if i is not None else None
+        row = table[index[r.key]] if r.key in index else None
         if row is not None and row["published"] is None:
             row.update(published=r.value, source=r.source)
         else:   # a second source for the same value, or a point we did not measure
-            base = {"metric": papers.key(r.metric, r.variant, r.x), "ours": row["ours"] if row else None}
-            extra.append({**base, "published": r.value, "ratio": None, "source": r.source})
+            extra.append({"metric": r.key, "ours": row["ours"] if row else None, "published": r.value,
+                          "ratio": None, "source": r.source})
     out = pd.DataFrame(table + extra, columns=["metric", "ours", "published", "ratio", "source"])
     for c in ("ours", "published", "ratio"):
         out[c] = pd.to_numeric(out[c]).astype(float)
@@ -221,10 +238,19 @@ def _cells(*cells: str) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
+def _verdict(v: str) -> str:
+    """How a setup row's verdict reads in the report."""
+    if v == papers.NA:
+        return "— (nothing to compare)"
+    if not v:
+        return "same"
+    head, why = v.split(": ", 1)
+    return f"**{head}:** {why}"
+
+
 def _setup_table(rows: list[papers.Row]) -> str:
     lines = ["| | the paper | ours | difference |", "|---|---|---|---|"]
-    lines += [_cells(aspect, paper, mine, f"**differs:** {why}" if why else "same")
-              for aspect, paper, mine, why in rows]
+    lines += [_cells(aspect, paper, mine, _verdict(v)) for aspect, paper, mine, v in rows]
     return "\n".join(lines)
 
 
@@ -244,13 +270,13 @@ def figure_section(fig: papers.Figure, root: Path, out: Path, pub: pd.DataFrame)
     from scribe_spark import report
     folder = root / fig.job
     params = tomllib.loads((folder / "params.toml").read_text())
-    mine = ours(fig, folder, params)
     pub = pub[pub.figure == fig.name]
+    mine = ours(fig, folder, params, pub)
     with report.figure(out / f"{fig.name}.png", fig.title, fig.xlabel, fig.ylabel) as ax:
         fig.plot(ax, folder, params, mine, pub)
     cmp = comparison(mine, pub)
     setup = fig.setup(params)
-    differs = [r[0] for r in setup if r[3]]
+    differs = [r[0] for r in setup if r[3] and r[3] != papers.NA]
     compared = int(cmp.ratio.notna().sum())
     far = cmp[cmp.ratio.notna() & ((cmp.ratio - 1).abs() > 0.10)]
     names = "\n".join(f"- `{usage(fig, m, params)}`: {m.about}" for m in fig.metrics)
@@ -302,9 +328,10 @@ def write_report(root: Path, published: pd.DataFrame, published_file: Path | Non
 
 def _head(root: Path, published: pd.DataFrame, published_file: Path | None) -> str:
     confs = []
-    for job in papers.JOBS:
+    for job in papers.JOBS:   # params.toml's first line: "# resolved parameters of JOB (conf: PATH)"
         first = (root / job / "params.toml").read_text().splitlines()[0]
-        confs.append(f"`{job}` ({first.split('conf: ', 1)[-1].rstrip(')')})")
+        m = re.search(r"\(conf: (.*)\)$", first)
+        confs.append(f"`{job}` ({m.group(1) if m else 'conf unknown'})")
     contents = "\n".join(f"- [{f.name}](#fig-{f.name}): {f.title}" for f in papers.FIGURES)
     pub = (f"Published values: {len(published)} rows from `{published_file}` (copied to `published.csv`), "
            f"from {published.source.nunique()} source(s). Each is shown beside our value with the ratio "
@@ -359,11 +386,10 @@ def main(argv: list[str]) -> int:
             cmd += ["--master", s.master]
         rc = subprocess.run(cmd).returncode
         if rc != 0:
-            again = " ".join(["./run.sh reproduce", *[a for a in argv if a != "--resume"]])
-            if "--out" not in argv:
-                again += f" --out {s.out}"
+            again = ["./run.sh", "reproduce", *[a for a in argv if a != "--resume"]]
+            again += [] if s.out_given else ["--out", str(s.out)]
             print(f"reproduce: error: {job} stopped (exit {rc}); the jobs before it are kept in {s.out}; "
-                  f"continue with: {again} --resume", file=sys.stderr)
+                  f"continue with: {shlex.join(again + ['--resume'])}", file=sys.stderr)
             return rc
     final = write_report(s.out, s.published, s.published_file)
     print(f"reproduce: report in {final / 'report.md'}; every run on one page: {s.out / 'index.html'}")

@@ -3,6 +3,7 @@ import math
 import tomllib
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -21,9 +22,11 @@ BAD = [
      "mode must be one of proximity, random"),
     ("pastry_failures,mean_hops@during,3,paper", "phase must be one of before, after_failure, after_repair"),
     ("pastry_failures,repair_rpcs_per_failed_node@before,3,paper", "this metric has no x"),
-    ("tno_latency_vs_rate,mean_latency_ms[geographic/etree]@fast,1,paper", "rate must be a number"),
+    ("tno_latency_vs_rate,mean_latency_ms[geographic/etree]@fast,1,paper", "rate must be a finite number"),
+    ("tno_latency_vs_rate,mean_latency_ms[geographic/etree]@nan,1,paper", "rate must be a finite number"),
     ("tno_latency_vs_rate,mean_latency_ms[geographic/literal]@300,1,paper", "model/chains must be one of"),
-    ("pastry_hops,mean_hops@300,many,paper", "value 'many' of pastry_hops mean_hops@300 is not a number"),
+    ("pastry_hops,mean_hops@300,many,paper", "value 'many' of pastry_hops mean_hops@300 is not a finite"),
+    ("pastry_hops,mean_hops@300,inf,paper", "value 'inf' of pastry_hops mean_hops@300 is not a finite"),
     ("pastry_hops,mean_hops@300,2,", "the source of pastry_hops mean_hops@300 is empty"),
 ]
 
@@ -49,7 +52,7 @@ def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, caps
              (["--confs", str(TINY), "--published", str(tmp_path / "no-header.csv")],
               "missing column(s) source"),
              (["--confs", str(TINY), "--published", str(tmp_path / "none.csv")], "file not found"),
-             (["--confs", str(tmp_path / "nowhere")], "--confs"),
+             (["--confs", str(tmp_path / "nowhere")], f"--confs {tmp_path / 'nowhere'}: not a folder"),
              (["--resume"], "--resume needs --out")]
     for args, reason in cases:
         out = [] if "--resume" in args else ["--out", str(tmp_path / "out")]
@@ -59,8 +62,8 @@ def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-def test_every_published_name_the_catalog_lists_is_accepted(tmp_path):
-    """Each metric of every figure, written as --metrics prints it (with a real variant and x), reads back."""
+def test_every_metric_of_every_figure_can_be_published(tmp_path):
+    """Each metric of every figure, with a variant and an x the tiny runs measure, reads back."""
     params = {job: reproduce.as_dict(cli.plan(job, ["--conf", str(reproduce.conf_for(job, TINY))]).params)
               for job in papers.JOBS}
     rows = []
@@ -73,7 +76,7 @@ def test_every_published_name_the_catalog_lists_is_accepted(tmp_path):
     published = tmp_path / "all.csv"
     published.write_text("figure,metric,value,source\n" + "\n".join(rows) + "\n")
     got = reproduce.read_published(published, params)
-    assert len(got) == len(rows) == sum(len(f.metrics) for f in papers.FIGURES)
+    assert list(got.figure + " " + got.key) == [r.split(",")[0] + " " + r.split(",")[1] for r in rows]
     assert "relative_distance[mode]@nodes" in reproduce.catalog()
 
 
@@ -105,8 +108,21 @@ def test_report_puts_published_values_beside_ours_and_one_page_shows_the_run(tin
     for fig in papers.FIGURES:
         assert f"## {fig.name}: " in md and (final / f"{fig.name}.png").stat().st_size > 0
     assert f"| `mean_hops@{n}` | " in md and "| paper A |" in md
-    assert "**differs:** a smaller range of sizes" in md
+    assert "**differs:** another range of sizes" in md and "**may differ:** " in md
     assert (final / "published.csv").read_text() == published.read_text()
+
+    # every figure reads every metric it declares, and its plot marks one published point per metric
+    for fig in papers.FIGURES:
+        mine = reproduce.ours(fig, root / fig.job, params[fig.job])
+        assert set(mine.metric) == {m.name for m in fig.metrics}, fig.name
+        first = mine.drop_duplicates("metric")
+        pub = first.assign(value=first.value * 2 + 1, source="paper C")
+        _, ax = plt.subplots()
+        marks, scatter = [], ax.scatter   # papers.mark draws each published point with one scatter call
+        ax.scatter = lambda *a, **k: marks.append(a) or scatter(*a, **k)
+        fig.plot(ax, root / fig.job, params[fig.job], mine, pub)
+        plt.close("all")
+        assert len(marks) == len(pub), fig.name
 
     page = (root / "index.html").read_text()
     for fig in papers.FIGURES:
@@ -118,7 +134,6 @@ def test_report_puts_published_values_beside_ours_and_one_page_shows_the_run(tin
 
 
 def test_published_points_are_marked_on_the_plot(tmp_path):
-    import matplotlib.pyplot as plt
     (tmp_path / "hops.csv").write_text("nodes,lookups,mean_hops,max_hops,log_2b_n\n"
                                        "1000,10,2.5,4,2.49\n10000,10,3.3,5,3.32\n")
     fig = papers.BY_NAME["pastry_hops"]
@@ -140,3 +155,10 @@ def test_markdown_becomes_html_with_links_into_the_run_folder():
     assert '<a href="job/t.csv">a table</a>' in got and '<img alt="plot" src="job/p.png">' in got
     assert "<th>b | c</th>" in got and "<td>x | y</td>" in got and "<ul><li>one</li><li>two</li></ul>" in got
     assert '<a id="k"></a>' in got
+
+
+def test_the_page_escapes_what_the_files_hold():
+    text = "<script>alert(1)</script> & \"q\"\n\n| a |\n|---|\n| <b> |\n\n![x\"y](p&q.png)\n"
+    got = report.markdown_html(text, "a&b/")
+    assert "<script>" not in got and "&lt;script&gt;" in got and "<td>&lt;b&gt;</td>" in got
+    assert 'src="a&amp;b/p&amp;q.png"' in got and 'alt="x&quot;y"' in got

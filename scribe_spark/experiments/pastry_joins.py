@@ -21,12 +21,12 @@ from scribe_spark.config import PastryJoinsParams
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables
+from scribe_spark.reference.routing_tables import QUALITY
 from scribe_spark.session import spark_session
 from scribe_spark.workloads.network import make_ring, shared_network
 
 # message kinds counted by joins.join_batch, in the order the tables show them
 KINDS = ("route", "transfer", "notify", "leaf_exchange", "row_exchange", "table_exchange")
-QUALITY = ("empty", "optimal", "suboptimal")
 
 
 def run(p: PastryJoinsParams, run: Run) -> None:

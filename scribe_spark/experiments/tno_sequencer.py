@@ -227,16 +227,17 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
                 v = np.sort(v)
                 ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
                         label=f"{model}, {chains}, {r:g}/s")
-    with report.figure(run.path("throughput_vs_service.png"),
-                       f"Throughput at {max(p.rates):g} events/s offered",
-                       "service time per timestamp stage (ms)", "events/s") as ax:
-        for label, t in _variants(p, table[table.sweep == "service"]):
-            line = ax.plot(t.service_ms, t.throughput_per_s, marker="o", label=f"{label}: measured")[0]
-            cap = t[np.isfinite(t.capacity_per_s)]
-            ax.plot(cap.service_ms, cap.capacity_per_s, linestyle=":", color=line.get_color(),
-                    label=f"{label}: predicted capacity")
-        ax.axhline(max(p.rates), color="grey", linewidth=0.8, label="offered")
-        ax.set_yscale("log")
+    if p.service_sweep_ms:
+        with report.figure(run.path("throughput_vs_service.png"),
+                           f"Throughput at {max(p.rates):g} events/s offered",
+                           "service time per timestamp stage (ms)", "events/s") as ax:
+            for label, t in _variants(p, table[table.sweep == "service"]):
+                line = ax.plot(t.service_ms, t.throughput_per_s, marker="o", label=f"{label}: measured")[0]
+                cap = t[np.isfinite(t.capacity_per_s)]
+                ax.plot(cap.service_ms, cap.capacity_per_s, linestyle=":", color=line.get_color(),
+                        label=f"{label}: predicted capacity")
+            ax.axhline(max(p.rates), color="grey", linewidth=0.8, label="offered")
+            ax.set_yscale("log")
     variants = list(_variants(p, bw))
     width = 0.8 / max(1, len(variants))
     for png, column, title, ylabel in (

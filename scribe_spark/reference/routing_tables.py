@@ -7,6 +7,8 @@ import pandas as pd
 from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
 
+QUALITY = ("empty", "optimal", "suboptimal")   # row_quality's classes of a slot the converged table fills
+
 
 def compare_tables(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> dict:
     """Compare routing tables grown by joins with the converged construction's (both indexed by id).
@@ -47,5 +49,4 @@ def row_quality(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> pd.
             c = counts.setdefault(int(slot // cols), [0, 0, 0])
             c[0 if got[slot] < 0 else 1 if got[slot] == conv[slot] else 2] += 1
     rows = sorted(counts)
-    return pd.DataFrame({"row": rows, "empty": [counts[r][0] for r in rows],
-                         "optimal": [counts[r][1] for r in rows], "suboptimal": [counts[r][2] for r in rows]})
+    return pd.DataFrame({"row": rows, **{q: [counts[r][i] for r in rows] for i, q in enumerate(QUALITY)}})
