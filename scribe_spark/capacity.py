@@ -16,6 +16,7 @@ from scribe_spark.config import (
     OverlayParams,
     PastryFailuresParams,
     PastryHopsParams,
+    PastryJoinsParams,
     TnoOrderingParams,
     TnoSequencerParams,
     TnoSizeParams,
@@ -61,7 +62,7 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
         if p.proximity == "transit-stub":
             out.append(("topology", router_bytes(p.topology),
                         f"all-pairs delays of {p.topology.routers:,} routers"))
-    if isinstance(p, (PastryHopsParams, PastryFailuresParams, ChurnParams)):
+    if isinstance(p, (PastryHopsParams, PastryFailuresParams, PastryJoinsParams, ChurnParams)):
         out.append(("lookups", p.lookups * 48, f"{p.lookups:,} lookups"))
     if isinstance(p, (TnoSizeParams, TnoOrderingParams, TnoSequencerParams)):
         k = max(p.topics_per_client) if isinstance(p.topics_per_client, tuple) else p.topics_per_client
