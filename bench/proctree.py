@@ -22,14 +22,19 @@ def snapshot() -> tuple[dict, dict, dict]:
     return children, rss, cmd
 
 
-def tree_kb(roots, children, rss) -> int:
-    """Return the summed RSS (KiB) of the processes under `roots`, roots included."""
-    total, stack = 0, list(roots)
+def tree_pids(roots, children) -> list[int]:
+    """Return the pids of the processes under `roots`, roots included."""
+    out, stack = [], list(roots)
     while stack:
         p = stack.pop()
-        total += rss.get(p, 0)
+        out.append(p)
         stack.extend(children.get(p, []))
-    return total
+    return out
+
+
+def tree_kb(roots, children, rss) -> int:
+    """Return the summed RSS (KiB) of the processes under `roots`, roots included."""
+    return sum(rss.get(p, 0) for p in tree_pids(roots, children))
 
 
 class PeakSampler:

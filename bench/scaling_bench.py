@@ -9,6 +9,10 @@ points. `standalone` starts the local cluster with `./run.sh cluster start` (mas
 (state build, routing, subscribe): wall time and shuffle bytes written (from Spark's event log,
 attributed to phases by job group), and the peak summed RSS of the driver's process tree plus,
 on the cluster, the executors' process trees (the idle master/worker daemons are not counted).
+Where the bytes go: the cached frames' size in memory and on disk after each phase (Spark's
+storage info), the pickled size of the broadcast ring (each Python worker holds one copy),
+bytes spilled per phase (event log), and the peak RSS of each kind of process (JVMs, the
+Python driver, Python workers: their peaks need not coincide).
 The workload is the S1 one: transit-stub network, proximity neighbour selection, b=4, |L|=16,
 |M|=32, topic sizes floor(N r^-1.25 + 0.5), seed 1.
 """
@@ -18,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -55,6 +60,8 @@ def child(n: int, lookups: int, evlog: str) -> None:
     t0 = time.time()
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     out["build_s"] = time.time() - t0
+    out["ring_pickle_mb"] = len(pickle.dumps(ring, protocol=pickle.HIGHEST_PROTOCOL)) / 2**20
+    out.update(cached(sc, "build"))
 
     sc.setJobGroup("route", "route")
     msgs = ov.lookups(spark, ring, lookups, np.random.default_rng([p.seed, n, 1]))
@@ -62,6 +69,7 @@ def child(n: int, lookups: int, evlog: str) -> None:
     agg = ov.route(overlay, msgs).agg(F.mean("hops").alias("h"), F.count("*").alias("c")).first()
     out["route_s"] = time.time() - t0
     out["mean_hops"], out["lookups"] = float(agg["h"]), int(agg["c"])
+    out.update(cached(sc, "route"))
 
     sc.setJobGroup("subscribe", "subscribe")
     topics, sub_topic, sub_node, _ = requests(p, np.random.default_rng([p.seed, n, 2]))
@@ -71,12 +79,26 @@ def child(n: int, lookups: int, evlog: str) -> None:
     out["edges"] = trees.edges.count()
     out["subscribe_s"] = time.time() - t0
     out["subscriptions"] = int(len(sub_topic))
+    out.update(cached(sc, "subscribe"))
     spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def shuffle_bytes(evlog_dir: str, app: str) -> dict:
-    """Shuffle bytes written per job group, from the application's event log."""
+def cached(sc, phase: str) -> dict:
+    """MiB of cached frames (state, checkpoints, resident chunks) in memory and on disk, now."""
+    infos = sc._jsc.sc().getRDDStorageInfo()
+    return {f"{phase}_cached_mem_mb": sum(i.memSize() for i in infos) / 2**20,
+            f"{phase}_cached_disk_mb": sum(i.diskSize() for i in infos) / 2**20}
+
+
+def spilled_bytes(evlog_dir: str, app: str) -> dict:
+    """Bytes spilled (memory and disk sizes) per job group, from the application's event log."""
+    return shuffle_bytes(evlog_dir, app, ("Memory Bytes Spilled", "Disk Bytes Spilled"), top=True)
+
+
+def shuffle_bytes(evlog_dir: str, app: str, keys: tuple[str, ...] = ("Shuffle Bytes Written",),
+                  top: bool = False) -> dict:
+    """Shuffle bytes written (or other task metrics) per job group, from the application's event log."""
     stage_group, written = {}, {}
     path = next(Path(evlog_dir).glob(f"*{app}*"))   # Spark 4 writes a folder of rolled files
     files = sorted(path.glob("events_*")) if path.is_dir() else [path]
@@ -89,10 +111,19 @@ def shuffle_bytes(evlog_dir: str, app: str) -> dict:
             for s in ev.get("Stage IDs", []):
                 stage_group[s] = group
         elif kind == "SparkListenerTaskEnd":
-            m = (ev.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}
+            metrics = ev.get("Task Metrics") or {}
+            m = metrics if top else metrics.get("Shuffle Write Metrics") or {}
             g = stage_group.get(ev.get("Stage ID"), "other")
-            written[g] = written.get(g, 0) + int(m.get("Shuffle Bytes Written", 0))
+            written[g] = written.get(g, 0) + sum(int(m.get(k, 0)) for k in keys)
     return written
+
+
+def role(cmdline: bytes) -> str:
+    """The kind of a process of the run: a JVM, the Python driver, or a Python worker."""
+    if b"java" in cmdline.split(b"\0")[0]:
+        return "jvm"
+    worker = b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline
+    return "python_workers" if worker else "python_driver"
 
 
 def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
@@ -109,6 +140,7 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
                 os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
     cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
     peak, stop = [0], threading.Event()
+    roles: dict[str, int] = {}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
@@ -117,6 +149,12 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
             children, rss, cmdline = proctree.snapshot()
             executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
             peak[0] = max(peak[0], proctree.tree_kb([proc.pid] + executors, children, rss))
+            now: dict[str, int] = {}
+            for pid in proctree.tree_pids([proc.pid] + executors, children):
+                r = role(cmdline.get(pid, b""))
+                now[r] = now.get(r, 0) + rss.get(pid, 0)
+            for r, kb in now.items():
+                roles[r] = max(roles.get(r, 0), kb)
             time.sleep(0.5)
     threading.Thread(target=sample, daemon=True).start()
     t0 = time.time()
@@ -126,8 +164,11 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
         return {"n": n, "mode": mode, "error": f"exit {proc.returncode}", "wall_s": time.time() - t0}
     res = json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[7:])
     sb = shuffle_bytes(evlog.removeprefix("file:"), res["app"])
+    sp = spilled_bytes(evlog.removeprefix("file:"), res["app"])
     res.update(mode=mode, wall_s=time.time() - t0, peak_mb=peak[0] / 1024,
-               **{f"{ph}_shuffle_mb": sb.get(ph, 0) / 2**20 for ph in PHASES})
+               **{f"{ph}_shuffle_mb": sb.get(ph, 0) / 2**20 for ph in PHASES},
+               **{f"{ph}_spilled_mb": sp.get(ph, 0) / 2**20 for ph in PHASES},
+               **{f"peak_{r}_mb": kb / 1024 for r, kb in roles.items()})
     return res
 
 
