@@ -9,11 +9,11 @@ from pyspark.sql import types as T
 
 
 def list_array(lists: list[np.ndarray]) -> pa.ListArray:
-    """Return a list<int64> Arrow array from numpy arrays."""
+    """Return a list<int32> Arrow array of node numbers from numpy arrays (node numbers are below 2^31)."""
     lens = np.fromiter((len(x) for x in lists), dtype=np.int32, count=len(lists))
     offsets = np.zeros(len(lists) + 1, dtype=np.int32)
     np.cumsum(lens, out=offsets[1:])
-    values = np.concatenate(lists).astype(np.int64) if offsets[-1] else np.empty(0, dtype=np.int64)
+    values = np.concatenate(lists).astype(np.int32) if offsets[-1] else np.empty(0, dtype=np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 

@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from scribe_spark import bsp
 from scribe_spark.arrow import arrow_schema, batch_columns, list_array, values_offsets
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, with_distance
+from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
 
 _log = logging.getLogger(__name__)
 
@@ -144,9 +144,12 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     return _
 
 
+NEW_LEAF = T.StructType([T.StructField(ID, T.LongType(), False), T.StructField("new_leaf", NODES, False)])
+
+
 def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
-    schema = pa.schema([(ID, pa.int64(), False),
-                        ("new_leaf", pa.list_(pa.field("element", pa.int64(), False)), False)])
+    """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, each node's leaf set merged with the candidates."""
+    schema = arrow_schema(NEW_LEAF)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead, n_live = _survivors(ring_bc, dead_bc)
@@ -168,8 +171,6 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
     carry = bsp.Carry()
     carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
     messages = 0
-    new_leaf_type = T.StructType([T.StructField(ID, T.LongType(), False),
-                                  T.StructField("new_leaf", T.ArrayType(T.LongType(), False), False)])
 
     def requests(state: DataFrame) -> DataFrame:
         """A node whose leaf set names a dead one asks the farthest live one on that side for its leaf set."""
@@ -184,9 +185,8 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
         contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
         replies = (inflight.join(contacts, "contact").groupBy(ID)
                    .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
-        merged = replies.join(state.select(ID, "leaf"),
-                              ID).mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc),
-                                                                      new_leaf_type)
+        merged = (replies.join(state.select(ID, "leaf"), ID)
+                  .mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc), NEW_LEAF))
         state = carry.keep("state", state.join(merged, ID, "left")
                            .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
         return bsp.Superstep(requests(state))
@@ -275,7 +275,7 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
             first, end = np.searchsorted(u_id, me), np.searchsorted(u_id, me, side="right")
             for i in np.flatnonzero(end > first):
                 rv[ro[i] + u_pos[first[i]:end[i]]] = u_entry[first[i]:end[i]]
-            rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv))
+            rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv.astype(np.int32)))
             yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]],
                                              schema=arrow_schema(STATE_SCHEMA))
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()

@@ -32,7 +32,13 @@ from scribe_spark import bsp, ids
 from scribe_spark.arrow import batch_columns, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
-from scribe_spark.pastry.failures import MESSAGES_PER_RPC, leaf_merge_task, leaf_set_layout, state_batch
+from scribe_spark.pastry.failures import (
+    MESSAGES_PER_RPC,
+    NEW_LEAF,
+    leaf_merge_task,
+    leaf_set_layout,
+    state_batch,
+)
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
 from scribe_spark.topology import Proximity
@@ -278,7 +284,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         state = carry["state"]
         got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
-            leaf_merge_task(overlay.ring_bc, absent), "id long, new_leaf array<long>")
+            leaf_merge_task(overlay.ring_bc, absent), NEW_LEAF)
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
         if changed.count() == 0:
             return bsp.Superstep(inflight.limit(0))

@@ -27,11 +27,12 @@ from scribe_spark.pastry.kernels import Ring
 
 _log = logging.getLogger(__name__)
 
+NODES = T.ArrayType(T.IntegerType(), False)   # node numbers in the state arrays: int32 (N < 2^31), -1 = empty
 STATE_SCHEMA = T.StructType([
     T.StructField(ID, T.LongType(), False),
-    T.StructField("leaf", T.ArrayType(T.LongType(), False), False),
-    T.StructField("rt", T.ArrayType(T.LongType(), False), False),
-    T.StructField("nbr", T.ArrayType(T.LongType(), False), False),
+    T.StructField("leaf", NODES, False),
+    T.StructField("rt", NODES, False),
+    T.StructField("nbr", NODES, False),
 ])
 
 MESSAGE_SCHEMA = T.StructType([
@@ -104,10 +105,7 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
                 [pa.array(part), list_array(kernels.leaf_sets(ring, part)),
                  list_array(kernels.routing_tables(ring, part, mode, seed)),
                  list_array(kernels.neighborhood_sets(ring, part))],
-                schema=pa.schema([(ID, pa.int64(), False),
-                                  ("leaf", pa.list_(pa.field("element", pa.int64(), False)), False),
-                                  ("rt", pa.list_(pa.field("element", pa.int64(), False)), False),
-                                  ("nbr", pa.list_(pa.field("element", pa.int64(), False)), False)]))
+                schema=arrow_schema(STATE_SCHEMA))
     return _
 
 
