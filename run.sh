@@ -77,7 +77,7 @@ run_experiment() {
   # every parameter and the output folder are checked before the JVM starts (exit 2: bad input;
   # 10: --resume found the run already complete)
   local rc=0
-  "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
+  SCRIBE_MASTER="$master" "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
   [ $rc -eq 10 ] && return 0
   [ $rc -eq 0 ] || exit $rc
   local extra=()

@@ -2,7 +2,10 @@
 
 The estimates are lower bounds of what a run must hold at once (ids, node state, router
 delays, subscriptions), so a refused run could never have finished here; a run that
-passes may still need more (Spark's own overhead comes on top).
+passes may still need more (Spark's own overhead comes on top). Two budgets are checked:
+the whole run against the machine's memory, and the broadcast ring, which the Python driver
+and every local Python worker hold a copy of, against what the JVM heap
+(`SCRIBE_DRIVER_MEMORY`) leaves of the machine.
 """
 from __future__ import annotations
 
@@ -32,11 +35,47 @@ def machine_bytes() -> int:
         return 1 << 62
 
 
+def java_bytes(text: str, name: str) -> int:
+    """Return the bytes of a JVM memory size ('8g', '512m', '3gb', bytes) as spark-submit reads it."""
+    units = {"": 1, "b": 1, **{u + b: 1 << (10 * (i + 1)) for i, u in enumerate("kmgt") for b in ("", "b")}}
+    t = text.strip().lower()
+    digits = t.rstrip("bkmgt")
+    suffix = t[len(digits):]
+    if not digits.isdigit() or suffix not in units:
+        raise ConfigError(f"{name}: {text!r} is not a memory size (a number with k, m, g or t, e.g. 8g)")
+    return int(digits) * units[suffix]
+
+
+def local_workers(master: str) -> int:
+    """Return the Python workers a master runs here: N for local[N], cores for local[*], 0 for a cluster."""
+    m = master.strip()
+    if m == "local":
+        return 1
+    if m.startswith("local[") and m.endswith("]"):
+        inside = m[len("local["):-1].split(",")[0]
+        if inside == "*":
+            return os.cpu_count() or 1
+        return int(inside) if inside.isdigit() else 1
+    return 0
+
+
+# in-memory bytes per node of the broadcast ring: hi, lo, order, pos, shi, slo (8 bytes each) and the location
+RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 4, "matrix": 48 + 4}
+
+
+def ring_bytes(p: OverlayParams) -> int:
+    """Lower bound of one in-memory copy of the broadcast ring (ids, ring order, locations, site delays)."""
+    size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
+    if p.proximity == "transit-stub":
+        size += p.topology.routers ** 2 * 4      # the float32 router delays
+    return size
+
+
 def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
     """Lower bound of the bytes `nodes` Pastry nodes need: ids, ring order and their state entries."""
     rows = max(1, math.ceil(math.log(max(nodes, 2), 2 ** b)))
     entries = leaf_set + neighborhood + rows * (2 ** b - 1)
-    return nodes * (64 + 8 * entries)
+    return nodes * (64 + 4 * entries)    # int32 node numbers in the state arrays
 
 
 def router_bytes(topology: TopologyParams) -> int:
@@ -75,9 +114,21 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
     return out
 
 
-def check(p: Any, limit: int | None = None) -> None:
-    """Raise ConfigError naming the key when a run cannot fit in `limit` bytes (default: this machine)."""
+def check(p: Any, limit: int | None = None, heap: str | None = None, master: str | None = None) -> None:
+    """Raise ConfigError naming the key when a run cannot fit in `limit` bytes (default: this machine).
+
+    `heap` is the JVM heap (default: $SCRIBE_DRIVER_MEMORY or 8g) and `master` the Spark master
+    (default: $SCRIBE_MASTER or local[*]); together they say how much memory the Python processes
+    have left and how many ring copies they hold.
+    """
     limit = machine_bytes() if limit is None else limit
+    heap = os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap
+    master = os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master
+    heap_bytes = java_bytes(heap, "SCRIBE_DRIVER_MEMORY")
+    if heap_bytes >= limit:
+        raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {_human(heap_bytes)} leaves nothing of this "
+                          f"machine's {_human(limit)} of memory for the Python processes; "
+                          "lower SCRIBE_DRIVER_MEMORY")
     for key, size, what in needs(p):
         if size > limit:
             raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
@@ -88,3 +139,12 @@ def check(p: Any, limit: int | None = None) -> None:
         key = max(parts, key=lambda part: part[1])[0]
         raise ConfigError(f"key '{key}': this run needs at least {_human(total)} in all, more than this "
                           f"machine's {_human(limit)} of memory; lower '{key}', its largest part")
+    if isinstance(p, OverlayParams):
+        copies = 1 + local_workers(master)
+        ring = ring_bytes(p) * copies
+        if ring > limit - heap_bytes:
+            raise ConfigError(
+                f"key 'nodes': the broadcast ring of {p.peak_nodes():,} nodes, held by the Python driver and "
+                f"{copies - 1} local Python worker(s), needs at least {_human(ring)}, more than the "
+                f"{_human(limit - heap_bytes)} this machine's {_human(limit)} leaves beside the JVM heap of "
+                f"{_human(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or SCRIBE_DRIVER_MEMORY")

@@ -3,11 +3,13 @@
 All of it is decided by `cli.plan` before Spark starts: in-process here (no Spark session is
 created by these tests), and through `./run.sh`, whose pre-start check runs before `spark-submit`.
 """
+import os
 import subprocess
 
 import pytest
 
-from scribe_spark import cli
+from scribe_spark import capacity, cli
+from scribe_spark.config import ConfigError, ScribeParams
 from tests.helpers import ROOT
 
 
@@ -120,3 +122,53 @@ def test_run_sh_stops_bad_input_before_spark_submit(tmp_path, args, reason):
     lines = [x for x in res.stderr.splitlines() if not x.startswith("run.sh: install")]
     assert len(lines) == 1 and lines[0].startswith(reason), res.stderr
     assert not out.exists()
+
+
+def test_run_sh_names_a_bad_driver_memory(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "SCRIBE_DRIVER_MEMORY": "lots"}
+    res = subprocess.run(["./run.sh", "pastry_hops", "--out", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env=env)
+    lines = [x for x in res.stderr.splitlines() if not x.startswith("run.sh: install")]
+    assert res.returncode == 2 and res.stdout == "" and not out.exists()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("pastry_hops: error: SCRIBE_DRIVER_MEMORY: 'lots'"), res.stderr
+
+
+GiB = 1 << 30
+
+
+@pytest.mark.parametrize("text, size", [("8g", 8 * GiB), ("512m", 512 << 20), ("1024k", 1 << 20),
+                                        ("2T", 2 << 40), ("4096", 4096), ("3gb", 3 * GiB)])
+def test_java_memory_sizes_read_as_spark_submit_reads_them(text, size):
+    assert capacity.java_bytes(text, "SCRIBE_DRIVER_MEMORY") == size
+
+
+@pytest.mark.parametrize("text", ["lots", "", "g", "1.5g", "-1g", "8x"])
+def test_a_memory_size_that_is_not_one_names_the_knob(text):
+    with pytest.raises(ConfigError, match="^SCRIBE_DRIVER_MEMORY: "):
+        capacity.java_bytes(text, "SCRIBE_DRIVER_MEMORY")
+
+
+@pytest.mark.parametrize("master, workers", [("local", 1), ("local[3]", 3), ("local[2,4]", 2),
+                                             ("local[*]", os.cpu_count()), ("spark://host:7077", 0)])
+def test_python_workers_on_this_machine_follow_the_master(master, workers):
+    assert capacity.local_workers(master) == workers
+
+
+def test_the_ring_copies_must_fit_beside_the_jvm_heap():
+    p = ScribeParams(nodes=1_000_000)
+    one = capacity.ring_bytes(p)
+    assert one == 1_000_000 * 52 + p.topology.routers ** 2 * 4
+    # driver + 2 workers hold 3 copies: fits in 3 copies' room beside the heap, not in 2 copies' room
+    capacity.check(p, limit=8 * GiB + 3 * one + 1, heap="8g", master="local[2]")
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the broadcast ring .* 2 local Python worker.*"
+                                          r"SCRIBE_DRIVER_MEMORY\); lower 'nodes' or SCRIBE_DRIVER_MEMORY$"):
+        capacity.check(p, limit=8 * GiB + 2 * one, heap="8g", master="local[2]")
+    # on a cluster the workers are elsewhere: one copy on this machine
+    capacity.check(p, limit=8 * GiB + 2 * one, heap="8g", master="spark://host:7077")
+
+
+def test_a_heap_as_large_as_the_machine_is_refused():
+    with pytest.raises(ConfigError, match="^SCRIBE_DRIVER_MEMORY: a JVM heap of 24.0 GiB leaves nothing"):
+        capacity.check(ScribeParams(nodes=1000), limit=24 * GiB, heap="24g", master="local[2]")
