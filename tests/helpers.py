@@ -7,8 +7,9 @@ import numpy as np
 
 from scribe_spark import ids, report, topology
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.reference.pairwise_order import pairwise_check
 from scribe_spark.tno import groups
-from scribe_spark.tno.ordering import Subscriber, check_tno
+from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement, random_ens
 
@@ -82,4 +83,4 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains
     sim.run()
     logs = {c: [e for e, *_ in s.log] for c, s in subscribers.items()}
     tags = sum(entry[2] for s in subscribers.values() for entry in s.log)
-    return check_tno(logs, sum(len(s.waiting) for s in subscribers.values())), tags, sim
+    return pairwise_check(logs, sum(len(s.waiting) for s in subscribers.values())), tags, sim

@@ -21,7 +21,8 @@ from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
-from scribe_spark.tno.ordering import Subscriber, check_tno
+from scribe_spark.tno.check import check_tno, notifications_frame
+from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement
@@ -113,7 +114,9 @@ def run(p: TnoOrderingParams, run: Run) -> None:
             sim.at(0.0, sim.tick, p.ttl_ms / 5, span + 20 * p.ttl_ms)
         sim.run()
         logs = {c: [e[0] for e in s.log] for c, s in subscribers.items()}
-        res = check_tno(logs, sum(len(s.waiting) for s in subscribers.values()))
+        times = {c: [e[1] for e in s.log] for c, s in subscribers.items()}
+        res = check_tno(notifications_frame(spark, logs, times), len(logs),
+                        sum(len(s.waiting) for s in subscribers.values()))
         buffering = np.array([e[1] - e[3] for s in subscribers.values() for e in s.log])
         if scenario != "loss_sweep":
             delays[(chains, scenario)] = buffering

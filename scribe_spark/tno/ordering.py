@@ -1,4 +1,4 @@
-"""The subscriber-side TNO ordering layer, and the explicit pairwise-order checker.
+"""The subscriber-side TNO ordering layer.
 
 An event (or a dummy from a subscription change) carries a timestamp {topic: counter} and
 its own topics (the topics whose counter it took). A subscriber keeps sub_LC per subscribed
@@ -10,9 +10,6 @@ sub_LC; other events wait in a buffer. In the unreliable mode the buffer holds a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import combinations
-
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -173,60 +170,3 @@ class Subscriber:
             self.sub_lc.pop(t, None)
         for eid in [e for e, (ev, _) in self.waiting.items() if not (ev.own & self.topics)]:
             del self.waiting[eid]
-
-
-@dataclass
-class CheckResult:
-    subscriber_pairs: int
-    violating_pairs: int          # subscriber pairs that saw two common events in different orders
-    inverted_event_pairs: int     # summed over subscriber pairs
-    undelivered: int              # events a subscriber received but never notified (buffered at the end)
-
-    @property
-    def tno_holds(self) -> bool:
-        """Safety: no two subscribers were notified of two common events in different orders."""
-        return self.violating_pairs == 0
-
-    @property
-    def ok(self) -> bool:
-        """Safety and liveness: TNO holds and every received event was notified."""
-        return self.tno_holds and self.undelivered == 0
-
-
-def _inversions(seq: np.ndarray) -> int:
-    """Count pairs i < j with seq[i] > seq[j] (merge sort)."""
-    def sort(a):
-        if len(a) <= 1:
-            return a, 0
-        m = len(a) // 2
-        left, x = sort(a[:m])
-        right, y = sort(a[m:])
-        merged, inv, i, j = [], x + y, 0, 0
-        while i < len(left) and j < len(right):
-            if left[i] <= right[j]:
-                merged.append(left[i])
-                i += 1
-            else:
-                merged.append(right[j])
-                j += 1
-                inv += len(left) - i
-        merged += left[i:] + right[j:]
-        return merged, inv
-    return sort(list(seq))[1]
-
-
-def check_tno(logs: dict[int, list[int]], undelivered: int = 0) -> CheckResult:
-    """Compare every pair of subscribers' notification logs on the events both were notified of."""
-    pos = {s: {e: i for i, e in enumerate(log)} for s, log in logs.items()}
-    pairs = violating = inverted = 0
-    for a, b in combinations(sorted(logs), 2):
-        pairs += 1
-        pb = pos[b]
-        common = [e for e in logs[a] if e in pb]          # in a's order
-        if len(common) < 2:
-            continue
-        seq = np.fromiter((pb[e] for e in common), dtype=np.int64, count=len(common))
-        if (np.diff(seq) < 0).any():
-            violating += 1
-            inverted += _inversions(seq)
-    return CheckResult(pairs, violating, inverted, undelivered)
