@@ -65,15 +65,15 @@ def _logs(rng: np.random.Generator, subscribers: int, events: int, disorder: str
 @pytest.mark.parametrize("disorder", ["none", "swaps", "random"])
 def test_spark_check_equals_the_pairwise_comparison(spark, disorder):
     rng = np.random.default_rng(["none", "swaps", "random"].index(disorder))
-    for subscribers, events in [(2, 5), (6, 12), (25, 40)]:
+    for subscribers, events in [(2, 5), (25, 40)]:
         logs = _logs(rng, subscribers, events, disorder)
         want = pairwise_check(logs)
         got = check_tno(notifications_frame(spark, logs), subscribers=len(logs))
         assert got == want, (subscribers, events)
-        # the times only choose the reference order: random ones give the same answer
-        times = {s: rng.random(len(log)).tolist() for s, log in logs.items()}
-        assert check_tno(notifications_frame(spark, logs, times), subscribers=len(logs)) == want
         if disorder == "none":
             assert got.violating_pairs == 0
         elif subscribers > 2:     # two small random logs may happen to agree
             assert got.violating_pairs > 0
+    # the times only choose the reference order: random ones give the same answer
+    times = {s: rng.random(len(log)).tolist() for s, log in logs.items()}
+    assert check_tno(notifications_frame(spark, logs, times), subscribers=len(logs)) == want
