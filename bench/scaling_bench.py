@@ -91,15 +91,9 @@ def cached(sc, phase: str) -> dict:
             f"{phase}_cached_disk_mb": sum(i.diskSize() for i in infos) / 2**20}
 
 
-def spilled_bytes(evlog_dir: str, app: str) -> dict:
-    """Bytes spilled (memory and disk sizes) per job group, from the application's event log."""
-    return shuffle_bytes(evlog_dir, app, ("Memory Bytes Spilled", "Disk Bytes Spilled"), top=True)
-
-
-def shuffle_bytes(evlog_dir: str, app: str, keys: tuple[str, ...] = ("Shuffle Bytes Written",),
-                  top: bool = False) -> dict:
-    """Shuffle bytes written (or other task metrics) per job group, from the application's event log."""
-    stage_group, written = {}, {}
+def task_bytes(evlog_dir: str, app: str) -> dict[str, dict[str, int]]:
+    """Per job group: shuffle bytes written and bytes spilled (memory + disk), from one event-log read."""
+    stage_group, out = {}, {}
     path = next(Path(evlog_dir).glob(f"*{app}*"))   # Spark 4 writes a folder of rolled files
     files = sorted(path.glob("events_*")) if path.is_dir() else [path]
     lines = (line for f in files for line in open(f))
@@ -111,11 +105,11 @@ def shuffle_bytes(evlog_dir: str, app: str, keys: tuple[str, ...] = ("Shuffle By
             for s in ev.get("Stage IDs", []):
                 stage_group[s] = group
         elif kind == "SparkListenerTaskEnd":
-            metrics = ev.get("Task Metrics") or {}
-            m = metrics if top else metrics.get("Shuffle Write Metrics") or {}
-            g = stage_group.get(ev.get("Stage ID"), "other")
-            written[g] = written.get(g, 0) + sum(int(m.get(k, 0)) for k in keys)
-    return written
+            m = ev.get("Task Metrics") or {}
+            g = out.setdefault(stage_group.get(ev.get("Stage ID"), "other"), {"shuffle": 0, "spilled": 0})
+            g["shuffle"] += int((m.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0))
+            g["spilled"] += int(m.get("Memory Bytes Spilled", 0)) + int(m.get("Disk Bytes Spilled", 0))
+    return out
 
 
 def role(cmdline: bytes) -> str:
@@ -148,11 +142,11 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
         while not stop.is_set():
             children, rss, cmdline = proctree.snapshot()
             executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
-            peak[0] = max(peak[0], proctree.tree_kb([proc.pid] + executors, children, rss))
             now: dict[str, int] = {}
             for pid in proctree.tree_pids([proc.pid] + executors, children):
                 r = role(cmdline.get(pid, b""))
                 now[r] = now.get(r, 0) + rss.get(pid, 0)
+            peak[0] = max(peak[0], sum(now.values()))
             for r, kb in now.items():
                 roles[r] = max(roles.get(r, 0), kb)
             time.sleep(0.5)
@@ -163,11 +157,10 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
     if proc.returncode != 0:
         return {"n": n, "mode": mode, "error": f"exit {proc.returncode}", "wall_s": time.time() - t0}
     res = json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[7:])
-    sb = shuffle_bytes(evlog.removeprefix("file:"), res["app"])
-    sp = spilled_bytes(evlog.removeprefix("file:"), res["app"])
+    tb = task_bytes(evlog.removeprefix("file:"), res["app"])
     res.update(mode=mode, wall_s=time.time() - t0, peak_mb=peak[0] / 1024,
-               **{f"{ph}_shuffle_mb": sb.get(ph, 0) / 2**20 for ph in PHASES},
-               **{f"{ph}_spilled_mb": sp.get(ph, 0) / 2**20 for ph in PHASES},
+               **{f"{ph}_{k}_mb": tb.get(ph, {}).get(k, 0) / 2**20
+                  for ph in PHASES for k in ("shuffle", "spilled")},
                **{f"peak_{r}_mb": kb / 1024 for r, kb in roles.items()})
     return res
 
