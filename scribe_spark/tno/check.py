@@ -87,7 +87,7 @@ def inverted_pairs(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def _inversions(pdf: pd.DataFrame) -> pd.DataFrame:
+def _inverted_rows(pdf: pd.DataFrame) -> pd.DataFrame:
     """One subscriber's notifications (sub, pos, rank) -> its inverted pairs as rows (sub, x, y)."""
     x, y = inverted_pairs(pdf.sort_values(POS)[RANK].to_numpy(np.int32))
     return pd.DataFrame({SUB: np.full(len(x), pdf[SUB].iloc[0], dtype=np.int64), "x": x, "y": y})
@@ -95,7 +95,7 @@ def _inversions(pdf: pd.DataFrame) -> pd.DataFrame:
 
 def inverted_frame(held: DataFrame) -> DataFrame:
     """Rows (sub, pos, rank) -> rows (sub, x, y): the ranks x < y of which `sub` was notified of y first."""
-    return held.groupBy(SUB).applyInPandas(_inversions, INVERTED)
+    return held.groupBy(SUB).applyInPandas(_inverted_rows, INVERTED)
 
 
 def reference_ranks(notifications: DataFrame) -> DataFrame:
@@ -107,7 +107,7 @@ def reference_ranks(notifications: DataFrame) -> DataFrame:
 
 
 def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0) -> CheckResult:
-    """Check TNO on rows (sub, event, pos), each subscriber notified of an event at most once.
+    """Check TNO on `notifications_frame` rows (sub, event, pos, at), each event at most once per subscriber.
 
     `subscribers` counts every subscriber, those notified of nothing included (they form pairs too).
     """
