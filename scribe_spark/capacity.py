@@ -129,11 +129,11 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
         raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {_human(heap_bytes)} leaves nothing of this "
                           f"machine's {_human(limit)} of memory for the Python processes; "
                           "lower SCRIBE_DRIVER_MEMORY")
-    for key, size, what in needs(p):
+    parts = needs(p)
+    for key, size, what in parts:
         if size > limit:
             raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
                               f"{_human(limit)} of memory; lower '{key}'")
-    parts = needs(p)
     total = sum(size for _, size, _ in parts)
     if total > limit:
         key = max(parts, key=lambda part: part[1])[0]
