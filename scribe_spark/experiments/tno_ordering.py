@@ -5,14 +5,21 @@ built by the subscribe supersteps. An event travels publisher -> root (Pastry ro
 the tree; every hop's physical delay is multiplied by an independent 1 + jitter * U(-1, 1), so
 deliveries reorder. The same workload runs in four scenarios: the ordering layer on, off, with
 subscription changes during the run, and with an unreliable ENS (loss, TTL, bounded buffer).
+
+Two engines give the same tables: `process` runs publishers, sequencer, ENS and subscribers in
+one discrete-event simulation; `spark` runs the sequencer there, then the dissemination as
+supersteps down the trees, each subscriber's ordering layer in a grouped Arrow task, and the TNO
+check, in Spark (gap recovery is the process engine's only).
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from scribe_spark import bsp, report
 from scribe_spark.cli import Run
@@ -23,7 +30,9 @@ from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
+from scribe_spark.tno import replay as rp
 from scribe_spark.tno.check import CheckResult, check_tno, notifications_frame
+from scribe_spark.tno.dissemination import disseminate, start_frame
 from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer
@@ -37,15 +46,87 @@ SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_unreliable")
 PAIRWISE_UP_TO = 10_000_000
 
 
+def pairwise_is_cheap(subscribers: int, notifications: int) -> bool:
+    """Whether subscriber pairs x mean log length is small enough for the pairwise comparison."""
+    return subscribers * (subscribers - 1) // 2 * notifications / max(subscribers, 1) <= PAIRWISE_UP_TO
+
+
 def check(spark: SparkSession, subscribers: dict[int, Subscriber]) -> CheckResult:
     """TNO check of the subscribers' logs: pairwise where that is cheap, else in Spark (same counts)."""
     logs = {c: [e[0] for e in s.log] for c, s in subscribers.items()}
     undelivered = sum(len(s.waiting) for s in subscribers.values())
-    pairs = len(logs) * (len(logs) - 1) // 2
-    if pairs * sum(len(x) for x in logs.values()) / max(len(logs), 1) <= PAIRWISE_UP_TO:
+    if pairwise_is_cheap(len(logs), sum(len(x) for x in logs.values())):
         return pairwise_check(logs, undelivered)
     times = {c: [e[1] for e in s.log] for c, s in subscribers.items()}
     return check_tno(notifications_frame(spark, logs, times), len(logs), undelivered)
+
+
+@dataclass
+class Notified:
+    """What the subscribers of one run were notified of, and how."""
+
+    check: CheckResult
+    notifications: int
+    out_of_order_tags: int
+    lost: int                   # ENS copies lost
+    buffering: np.ndarray       # per notification, in subscriber then notification order (ms)
+
+
+@dataclass
+class SparkENS:
+    """The spark engine: dissemination supersteps, grouped ordering layers and the Spark TNO check."""
+
+    tree: DataFrame             # topic, src, dst, edge_delay
+    receivers: DataFrame        # topic, node, sub, since, late (a topic added by a subscription change)
+    roots: dict
+    ens: ScribeENS
+    loss_key: int
+
+    def notify(self, sim: Simulation, fresh: dict[int, Subscriber], changes: dict, ticks: list[float],
+               loss: float, clients: int) -> Notified:
+        """Disseminate what the sequencer released and replay every subscriber, in Spark."""
+        spark = self.tree.sparkSession
+        # a topic nobody subscribes to has no tree: its events reach no one
+        rel = [(t, c, topic, ev) for t, c, topics, ev in sim.released
+               for topic in topics if topic in self.roots]
+        eid = np.array([ev.eid for *_, ev in rel], dtype=np.int64)
+        client = np.array([c for _, c, _, _ in rel], dtype=np.int64)
+        topic = np.array([x for _, _, x, _ in rel], dtype=np.int64)
+        root = np.array([self.roots[int(x)] for x in topic], dtype=np.int64)
+        starts = start_frame(spark, eid, topic, root, self.ens.to_root(eid, client, topic))
+        reached = disseminate(starts, self.tree, self.ens.jitter, self.ens.key,
+                              int(spark.conf.get("spark.sql.shuffle.partitions")))
+        released = spark.createDataFrame(pd.DataFrame({"eid": [ev.eid for *_, ev in sim.released],
+                                                       "t": [t for t, *_ in sim.released]}))
+        receivers = self.receivers if changes else self.receivers.where(~F.col("late"))
+        deliveries = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
+                      .where(F.col("since") <= F.col("t"))
+                      .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias("at")))
+        done = {c: (t, dict(ev.ts)) for t, c, _, ev in sim.released if ev.dummy}
+        moves = {c: rp.Change(at, frozenset(ts), *done[c]) for c, (at, ts) in changes.items()}
+        events = spark.sparkContext.broadcast({ev.eid: ev for *_, ev in sim.released})
+        logs = rp.replay_frame(deliveries, events, lambda c: fresh[c], moves, ticks, loss,
+                               self.loss_key).localCheckpoint()
+        left = logs.where(F.col("pos") == rp.SUMMARY).agg(F.sum("event").alias("waiting"),
+                                                           F.sum("at").alias("lost")).first()
+        notes = logs.where(F.col("pos") >= 0)
+        times = notes.orderBy("sub", "pos").select("sub", "event", "at", "arrived", "out_of_order").toArrow()
+        at, arrived = times.column("at").to_numpy(), times.column("arrived").to_numpy()
+        if pairwise_is_cheap(clients, len(at)):
+            sub, event = times.column("sub").to_numpy(), times.column("event").to_numpy()
+            ordered = {c: [] for c in range(clients)}
+            for c, e in zip(sub.tolist(), event.tolist()):
+                ordered[c].append(e)
+            res = pairwise_check(ordered, int(left["waiting"] or 0))
+        else:
+            rows = notes.select("sub", "event", F.col("pos").cast("int").alias("pos"), "at")
+            res = check_tno(rows, clients, int(left["waiting"] or 0))
+        out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
+                       int(left["lost"] or 0), at - arrived)
+        for frame in (reached, logs):
+            frame.unpersist()
+        events.destroy()
+        return out
 
 
 def run(p: TnoOrderingParams, run: Run) -> None:
@@ -54,6 +135,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     rng = np.random.default_rng([p.seed, 7])
     routers, _ = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers)
+    ens_key, loss_key = (int(k) for k in np.random.default_rng([p.seed, 11]).integers(2**62, size=2))
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     client_nodes = np.sort(rng.choice(p.nodes, p.clients, replace=False))
     probs = popularity(p.topics, p.popularity)
@@ -76,18 +158,21 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     # row order drives the jitter draws
     edges = trees.edges.toPandas().sort_values(["topic", "src"]).reset_index(drop=True)
     roots = dict(zip(*trees.roots.toPandas()[["topic", "node"]].T.values))
-    src = np.repeat(client_nodes, p.topics)
-    key_t = np.tile(np.arange(p.topics), p.clients)
+    # the Pastry route from each publisher to the root, for every (client, topic) that publishes
+    span = 1000.0 * p.events / p.rate
+    pub_rng = np.random.default_rng([p.seed, 8])
+    publications = sorted(zip(pub_rng.uniform(0, span, p.events), pub_rng.integers(0, p.clients, p.events),
+                              pub_rng.choice(p.topics, p.events, p=probs)))
+    change_at = {c: float(pub_rng.uniform(0.2 * span, 0.8 * span)) for c in later}
+    pairs = sorted({(int(c), int(t)) for _, c, t in publications} | {(c, t) for c in later for t in later[c]})
+    pub_c, pub_t = (np.array(x, dtype=np.int64) for x in zip(*pairs))
     with bsp.quiet():
-        routed = ov.route(overlay, ov.messages_frame(spark, src, topics.hi[key_t], topics.lo[key_t]))
+        routed = ov.route(overlay, ov.messages_frame(spark, client_nodes[pub_c], topics.hi[pub_t],
+                                                     topics.lo[pub_t]))
         routed = routed.toPandas().sort_values("mid")
-    pub_to_root = routed.distance.to_numpy().reshape(p.clients, p.topics)
+    pub_to_root = dict(zip(pairs, routed.distance.to_numpy().tolist()))
     edge_delay = ring.prox.dist(edges.src.to_numpy(), edges.dst.to_numpy())
-    node_to_client = {int(n): i for i, n in enumerate(client_nodes)}
-    edges_c = edges.assign(src=edges.src.map(lambda n: node_to_client.get(int(n), -1 - int(n))),
-                           dst=edges.dst.map(lambda n: node_to_client.get(int(n), -1 - int(n))))
-    roots_c = {t: node_to_client.get(int(n), -1 - int(n)) for t, n in roots.items()}
-    ens = ScribeENS(edges_c, roots_c, pub_to_root, edge_delay, p.jitter)
+    ens = ScribeENS(edges, edge_delay, roots, pub_to_root, client_nodes, p.jitter, ens_key)
     run.log(f"Scribe ENS ready: {len(edges)} tree edges over {p.topics} topics ({time.time() - t0:.1f}s)")
     overlay.unpersist()
 
@@ -95,11 +180,14 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     for t in range(p.topics):
         sg.setdefault(t, {t})
     rank = {t: t for t in range(p.topics)}   # precedence: topic rank (= popularity order)
-    span = 1000.0 * p.events / p.rate
-    pub_rng = np.random.default_rng([p.seed, 8])
-    publications = sorted(zip(pub_rng.uniform(0, span, p.events), pub_rng.integers(0, p.clients, p.events),
-                              pub_rng.choice(p.topics, p.events, p=probs)))
-    change_at = {c: float(pub_rng.uniform(0.2 * span, 0.8 * span)) for c in later}
+    on_spark = None
+    if p.engine == "spark":
+        tree = spark.createDataFrame(edges[[tr.TOPIC, "src", "dst"]].assign(edge_delay=edge_delay))
+        receivers = spark.createDataFrame(pd.DataFrame(
+            [(t, int(client_nodes[c]), c, 0.0 if t in subs[c] else change_at[c], t not in subs[c])
+             for c in everyone for t in sorted(everyone[c])],
+            columns=[tr.TOPIC, tr.NODE, "sub", "since", "late"]))
+        on_spark = SparkENS(tree.localCheckpoint(), receivers.localCheckpoint(), roots, ens, loss_key)
 
     rows, delays = [], {}
     # every scenario with the first chain rule; the other rules on the reliable ENS (`tno`)
@@ -120,26 +208,38 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         subscribers = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
                                      ttl=p.ttl_ms if unreliable else None,
                                      buffer_size=p.buffer_size if unreliable else None) for c in subs}
-        sim = Simulation(seq, place, subscribers, ens, sim_rng, loss=loss, recovery=recovery)
+        sim = Simulation(seq, place, subscribers, ens if on_spark is None else None, sim_rng, loss=loss,
+                         recovery=recovery, loss_key=loss_key)
         for at, c, t in publications:
             sim.at(float(at), sim.publish, int(c), int(t))
         if scenario == "tno_subscription_changes":
             for c, ts in later.items():
                 sim.at(change_at[c], sim.subscribe, c, ts)
-        if unreliable:
-            sim.at(0.0, sim.tick, p.ttl_ms / 5, span + 20 * p.ttl_ms)
-        sim.run()
-        res = check(spark, subscribers)
-        buffering = np.array([e[1] - e[3] for s in subscribers.values() for e in s.log])
+        ticks = rp.tick_times(p.ttl_ms / 5, span + 20 * p.ttl_ms) if unreliable else []
+        if on_spark is None:
+            for at in ticks[:1]:
+                sim.at(at, sim.tick, p.ttl_ms / 5, span + 20 * p.ttl_ms)
+            sim.run()
+            out = Notified(check(spark, subscribers), int(sum(len(s.log) for s in subscribers.values())),
+                           int(sum(e[2] for s in subscribers.values() for e in s.log)), sim.stats.lost,
+                           np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]))
+        else:
+            sim.run()   # the sequencer only: no ENS in the simulation
+            fresh = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
+                                   ttl=p.ttl_ms if unreliable else None,
+                                   buffer_size=p.buffer_size if unreliable else None) for c in subs}
+            out = on_spark.notify(sim, fresh, {c: (change_at[c], later[c]) for c in later}
+                                  if scenario == "tno_subscription_changes" else {}, ticks, loss, p.clients)
+        res, buffering = out.check, out.buffering
         if scenario != "loss_sweep":
             delays[(chains, scenario)] = buffering
         rows.append({"chains": chains, "scenario": scenario, "loss": loss, "recovery": bool(recover),
                      "subscribers": p.clients, "events": p.events,
-                     "notifications": int(sum(len(s.log) for s in subscribers.values())),
+                     "notifications": out.notifications,
                      "subscriber_pairs": res.subscriber_pairs, "violating_pairs": res.violating_pairs,
                      "inverted_event_pairs": res.inverted_event_pairs, "undelivered": res.undelivered,
-                     "out_of_order_tags": int(sum(e[2] for s in subscribers.values() for e in s.log)),
-                     "lost": sim.stats.lost,
+                     "out_of_order_tags": out.out_of_order_tags,
+                     "lost": out.lost,
                      "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
                      "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
                      "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency)),

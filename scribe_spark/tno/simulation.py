@@ -3,7 +3,10 @@
 Time is in milliseconds. Sequencer messages travel between clients and servers over
 "short" (same region, 10 ± 2 ms) or "long" (other region, 100 ± 10 ms) links, FIFO per
 link; each TM serves one message at a time (`service_ms`). The ENS is a function giving,
-for an event published by a client on a topic, each receiving subscriber's delay.
+for an event published by a client on a topic, each receiving subscriber's delay. ENS losses
+are drawn by key (event, topic, subscriber), not from the run's stream, so the sequencer's
+random draws do not depend on the ENS and a run can be split: the sequencer here, the ENS and
+the subscribers elsewhere (`tno.replay`), with the same outcome.
 
 Chains follow one of the sequencer's chain rules (see `sequencer`); with `etree` or `interval`,
 FIFO links suffice.
@@ -16,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from scribe_spark.tno.dissemination import keyed_uniform
 from scribe_spark.tno.ordering import Event, Subscriber
 from scribe_spark.tno.sequencer import Sequencer
 
@@ -95,9 +99,10 @@ class Simulation:
 
     def __init__(self, seq: Sequencer, placement: Placement, subscribers: dict[int, Subscriber],
                  ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0,
-                 recovery: Recovery | None = None):
+                 recovery: Recovery | None = None, loss_key: int = 0):
         self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
-        self.service_ms, self.loss, self.recovery = service_ms, loss, recovery
+        self.service_ms, self.loss, self.recovery, self.loss_key = service_ms, loss, recovery, loss_key
+        self.released: list = []    # (time, client, topics, event): what goes on the ENS, in order
         self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
         self.asked: dict = {}       # (subscriber, slot) -> until when it waits for the answer
         self.reach: dict = {}       # (event id, subscriber) -> when the ENS brings it there (lost or not)
@@ -227,10 +232,12 @@ class Simulation:
             self.subs[client].finish_subscription(ts, t)
             eid = -1 - len(self.stats.latency)   # dummies get negative ids
             ev = Event(eid, tuple(sorted(ts.items())), meta["own"], dummy=True)
-            for topic in meta["own"]:
+            self.released.append((t, client, sorted(meta["own"]), ev))
+            for topic in sorted(meta["own"]):
                 self._disseminate(t, client, topic, ev)
         else:
             ev = Event(meta["eid"], tuple(sorted(ts.items())), meta["own"])
+            self.released.append((t, client, [meta["topic"]], ev))
             self._disseminate(t, client, meta["topic"], ev)
 
     def _disseminate(self, t: float, client: int, topic: int, ev: Event) -> None:
@@ -240,11 +247,12 @@ class Simulation:
         for u in ev.own:
             self.by_slot[(u, d[u])] = ev
         receivers = sorted(self.members.get(topic, ()))
-        delays = self.ens(client, topic, receivers, self.rng)
-        for sid, d in zip(receivers, delays):
+        delays = self.ens(ev.eid, client, topic, receivers, self.rng)
+        lost = lost_copies(self.loss_key, self.loss, ev.eid, topic, receivers)
+        for sid, d, gone in zip(receivers, delays, lost):
             if self.recovery is not None and self.recovery.enabled:   # when the ENS brings it (lost or not)
                 self.reach[(ev.eid, sid)] = min(t + d, self.reach.get((ev.eid, sid), float("inf")))
-            if self.loss and self.rng.random() < self.loss:
+            if gone:
                 self.stats.lost += 1
                 continue
             self.at(t + d, self._deliver, sid, ev)
@@ -291,8 +299,15 @@ class Simulation:
             self.at(t + every, self.tick, every, until)
 
 
+def lost_copies(key: int, loss: float, eid, topic, receivers) -> np.ndarray:
+    """Whether each receiver's copy of the event on the topic is lost (a draw keyed by all three)."""
+    if not loss:
+        return np.zeros(len(receivers), dtype=bool)
+    return keyed_uniform(key, eid, topic, np.asarray(receivers, dtype=np.int64)) < loss
+
+
 def random_ens(mean_ms: float) -> Callable:
     """An ENS with independent exponential delays per delivery (reorders freely)."""
-    def ens(client, topic, receivers, rng):
+    def ens(eid, client, topic, receivers, rng):
         return rng.exponential(mean_ms, size=len(receivers))
     return ens
