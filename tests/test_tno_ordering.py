@@ -166,3 +166,17 @@ def test_recovery_cuts_out_of_order_releases():
     assert sum(w[2].stats.recovered for w in with_) > 0 and sum(w[2].stats.resent for w in with_) > 0
     assert sum(w[1] for w in with_) < sum(w[1] for w in without) / 5                 # far fewer tags
     assert sum(w[0].violating_pairs for w in with_) < sum(w[0].violating_pairs for w in without) / 5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_subscription_change_keeps_every_event_of_the_topics_held_all_along(seed):
+    res, _, sim = tno_scenario(seed, sub_changes=8, chains="etree")
+    rng = np.random.default_rng(seed)    # tno_scenario's first draws: the subscriptions at the start
+    first = {c: set(rng.choice(12, int(rng.integers(1, 5)), replace=False).tolist()) for c in range(30)}
+    assert res.ok, res
+    changed = [s for s in sim.subs.values() if s.topics != first[s.sid]]
+    assert len(changed) >= 4
+    for s in changed:
+        want = {ev.eid for _, _, topics, ev in sim.released if not ev.dummy and topics[0] in first[s.sid]}
+        got = {e for e, *_ in s.log}
+        assert want <= got, (s.sid, len(want - got))

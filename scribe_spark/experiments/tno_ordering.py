@@ -13,6 +13,7 @@ check, in Spark (gap recovery is the process engine's only).
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placeme
 from scribe_spark.workloads.network import make_ring, shared_network
 from scribe_spark.workloads.popularity import draw_subscriptions, popularity
 
+_log = logging.getLogger(__name__)
 SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_unreliable")
 # below this many (subscriber pairs x mean log length) the pairwise comparison beats Spark's fixed
 # cost (BENCHMARKS, "The TNO check as a Spark computation": 0.3 s against 15 s at 9,576 notifications)
@@ -82,10 +84,9 @@ class SparkENS:
     ens: ScribeENS
     loss_key: int
 
-    def notify(self, sim: Simulation, fresh: dict[int, Subscriber], changes: dict, ticks: list[float],
-               loss: float, clients: int) -> Notified:
-        """Disseminate what the sequencer released and replay every subscriber, in Spark."""
-        spark = self.tree.sparkSession
+    def deliveries(self, sim: Simulation, changes: bool) -> DataFrame:
+        """Return (sub, eid, topic, at): every copy of what the sequencer released that the ENS carries."""
+        spark, t0 = self.tree.sparkSession, time.time()
         # a topic nobody subscribes to has no tree: its events reach no one
         rel = [(t, c, topic, ev) for t, c, topics, ev in sim.released
                for topic in topics if topic in self.roots]
@@ -99,17 +100,28 @@ class SparkENS:
         released = spark.createDataFrame(pd.DataFrame({"eid": [ev.eid for *_, ev in sim.released],
                                                        "t": [t for t, *_ in sim.released]}))
         receivers = self.receivers if changes else self.receivers.where(~F.col("late"))
-        deliveries = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
-                      .where(F.col("since") <= F.col("t"))
-                      .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias("at")))
+        out = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
+               .where(F.col("since") <= F.col("t"))
+               .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias("at"))).localCheckpoint()
+        reached.unpersist()
+        _log.info(f"{out.count()} deliveries over the Scribe trees ({time.time() - t0:.1f}s)")
+        return out
+
+    def notify(self, sim: Simulation, deliveries: DataFrame, fresh: dict[int, Subscriber], changes: dict,
+               ticks: list[float], loss: float, clients: int) -> Notified:
+        """Replay every subscriber over its deliveries and check TNO, in Spark."""
+        spark = deliveries.sparkSession
         done = {c: (t, dict(ev.ts)) for t, c, _, ev in sim.released if ev.dummy}
         moves = {c: rp.Change(at, frozenset(ts), *done[c]) for c, (at, ts) in changes.items()}
         events = spark.sparkContext.broadcast({ev.eid: ev for *_, ev in sim.released})
+        t0 = time.time()
         logs = rp.replay_frame(deliveries, events, lambda c: fresh[c], moves, ticks, loss,
                                self.loss_key).localCheckpoint()
         left = logs.where(F.col("pos") == rp.SUMMARY).agg(F.sum("event").alias("waiting"),
                                                            F.sum("at").alias("lost")).first()
         notes = logs.where(F.col("pos") >= 0)
+        _log.info(f"{clients} ordering layers replayed ({time.time() - t0:.1f}s)")
+        t0 = time.time()
         times = notes.orderBy("sub", "pos").select("sub", "event", "at", "arrived", "out_of_order").toArrow()
         at, arrived = times.column("at").to_numpy(), times.column("arrived").to_numpy()
         if pairwise_is_cheap(clients, len(at)):
@@ -121,10 +133,10 @@ class SparkENS:
         else:
             rows = notes.select("sub", "event", F.col("pos").cast("int").alias("pos"), "at")
             res = check_tno(rows, clients, int(left["waiting"] or 0))
+        _log.info(f"{len(at)} notifications checked ({time.time() - t0:.1f}s)")
         out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
                        int(left["lost"] or 0), at - arrived)
-        for frame in (reached, logs):
-            frame.unpersist()
+        logs.unpersist()
         events.destroy()
         return out
 
@@ -189,7 +201,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
             columns=[tr.TOPIC, tr.NODE, "sub", "since", "late"]))
         on_spark = SparkENS(tree.localCheckpoint(), receivers.localCheckpoint(), roots, ens, loss_key)
 
-    rows, delays = [], {}
+    rows, delays, sequenced = [], {}, {}
     # every scenario with the first chain rule; the other rules on the reliable ENS (`tno`)
     runs = [(p.chains[0], x, p.loss if x == "tno_unreliable" else 0.0, None) for x in SCENARIOS]
     runs += [(c, "tno", 0.0, None) for c in p.chains[1:]]
@@ -205,9 +217,11 @@ def run(p: TnoOrderingParams, run: Run) -> None:
         seq = Sequencer(sg, rank, chains=chains, together=later.values())
         place = contiguous_placement(list(range(p.topics)), p.servers, list(range(p.clients)), p.regions,
                                      sim_rng)
-        subscribers = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
-                                     ttl=p.ttl_ms if unreliable else None,
-                                     buffer_size=p.buffer_size if unreliable else None) for c in subs}
+        def fresh() -> dict[int, Subscriber]:
+            return {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
+                                  ttl=p.ttl_ms if unreliable else None,
+                                  buffer_size=p.buffer_size if unreliable else None) for c in subs}
+        subscribers = fresh()
         sim = Simulation(seq, place, subscribers, ens if on_spark is None else None, sim_rng, loss=loss,
                          recovery=recovery, loss_key=loss_key)
         for at, c, t in publications:
@@ -224,12 +238,15 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                            int(sum(e[2] for s in subscribers.values() for e in s.log)), sim.stats.lost,
                            np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]))
         else:
-            sim.run()   # the sequencer only: no ENS in the simulation
-            fresh = {c: Subscriber(c, set(subs[c]), ordered=scenario != "no_ordering",
-                                   ttl=p.ttl_ms if unreliable else None,
-                                   buffer_size=p.buffer_size if unreliable else None) for c in subs}
-            out = on_spark.notify(sim, fresh, {c: (change_at[c], later[c]) for c in later}
-                                  if scenario == "tno_subscription_changes" else {}, ticks, loss, p.clients)
+            # the sequencer only (no ENS in the simulation), and what the ENS carries: the same for
+            # every scenario with the same chain rule and subscription changes (ENS losses come later)
+            changing = scenario == "tno_subscription_changes"
+            if (chains, changing) not in sequenced:
+                sim.run()
+                sequenced[(chains, changing)] = (sim, on_spark.deliveries(sim, changing))
+            sim, carried = sequenced[(chains, changing)]
+            moves = {c: (change_at[c], later[c]) for c in later} if changing else {}
+            out = on_spark.notify(sim, carried, fresh(), moves, ticks, loss, p.clients)
         res, buffering = out.check, out.buffering
         if scenario != "loss_sweep":
             delays[(chains, scenario)] = buffering
@@ -251,6 +268,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                 f"{res.subscriber_pairs}, "
                 f"{res.undelivered} undelivered, {rows[-1]['out_of_order_tags']} out-of-order tags "
                 f"({time.time() - t0:.1f}s)")
+    for _, carried in sequenced.values():
+        carried.unpersist()
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("ordering.csv"))
     main, sweep = table[table.scenario != "loss_sweep"], table[table.scenario == "loss_sweep"]

@@ -10,6 +10,7 @@ sub_LC; other events wait in a buffer. In the unreliable mode the buffer holds a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -18,9 +19,23 @@ class Event:
     ts: tuple                 # sorted (topic, counter) pairs
     own: frozenset            # topics whose counter this event took
     dummy: bool = False
+    order: tuple | None = field(default=None, compare=False)   # the sort key among ready events (ts if None)
 
     def tsd(self) -> dict[int, int]:
+        return self._tsd
+
+    @cached_property
+    def _tsd(self) -> dict[int, int]:
         return dict(self.ts)
+
+    @property
+    def sort_key(self) -> tuple:
+        return self.ts if self.order is None else self.order
+
+    def seen_by(self, topics: set) -> Event:
+        """This event as a subscriber to (at most) `topics` needs it: only their counters, same order."""
+        return Event(self.eid, tuple(x for x in self.ts if x[0] in topics), self.own, self.dummy,
+                     self.ts if self.order is None else self.order)
 
 
 @dataclass
@@ -38,6 +53,7 @@ class Subscriber:
     seen: set = field(default_factory=set)
     since: dict = field(default_factory=dict)          # topic -> counter of the subscription's own slot
     buffering: bool = False                            # waiting for its subscription timestamp
+    adding: set = field(default_factory=set)           # topics of the subscription change in progress
 
     def __post_init__(self):
         for t in self.topics:
@@ -60,9 +76,10 @@ class Subscriber:
 
     def _older(self, ev: Event) -> bool:
         """An event from before this subscriber's subscription to its topic (or the subscription's
-        own slot, i.e. its own dummy): discard."""
+        own slot, i.e. its own dummy): discard. A dummy that took slots on several topics is kept
+        while one of them is current here: it still moves that topic's sub_LC on."""
         d = ev.tsd()
-        return any(t in self.since and d[t] <= self.since[t] for t in ev.own & self.topics)
+        return all(t in self.since and d[t] <= self.since[t] for t in ev.own & self.topics)
 
     def _blocked(self, ev: Event) -> bool:
         """Whether some predecessor of ev has not been notified (nor skipped) yet."""
@@ -120,7 +137,7 @@ class Subscriber:
         progress = True
         while progress and self.waiting:
             progress = False
-            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].ts):
+            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].sort_key):
                 ev, arrived = self.waiting[eid]
                 if self._ready(ev):
                     del self.waiting[eid]
@@ -150,14 +167,18 @@ class Subscriber:
         self.topics |= new_topics
         for t in new_topics:
             self.sub_lc.setdefault(t, 0)
+        self.adding |= new_topics
         self.buffering = True
 
     def finish_subscription(self, sub_ts: dict, now: float) -> None:
-        """Set sub_LC from the subscription timestamp, drop older buffered events, flush."""
+        """Set sub_LC of the added topics from the subscription timestamp, drop their older buffered
+        events, flush. Topics held all along keep their sub_LC: their events, before the
+        subscription or after, are still notified."""
         for t, c in sub_ts.items():
-            if t in self.topics:
+            if t in self.adding and t in self.topics:
                 self.sub_lc[t] = c
                 self.since[t] = c
+        self.adding = set()
         for eid in [e for e, (ev, _) in self.waiting.items() if self._older(ev)]:
             del self.waiting[eid]
         self.buffering = False

@@ -79,9 +79,10 @@ def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, t
         lost = lost_copies(key, loss, pdf["eid"].to_numpy(), pdf["topic"].to_numpy(), pdf["sub"].to_numpy())
         kept = pdf[~lost]
         first = kept.sort_values(["at", "eid"]).drop_duplicates("eid")   # dummies come on several topics
-        known = events.value
-        arrivals = [(float(t), known[int(e)]) for t, e in zip(first["at"], first["eid"])]
-        sub = replay(make(sid), arrivals, changes.get(sid), ticks)
+        known, fresh, change = events.value, make(sid), changes.get(sid)
+        topics = fresh.topics | (change.topics if change is not None else set())
+        arrivals = [(float(t), known[int(e)].seen_by(topics)) for t, e in zip(first["at"], first["eid"])]
+        sub = replay(fresh, arrivals, change, ticks)
         rows = [(sid, k, e, t, o, a) for k, (e, t, o, a) in enumerate(sub.log)]
         rows.append((sid, SUMMARY, len(sub.waiting), float(lost.sum()), False, 0.0))
         return pd.DataFrame(rows, columns=LOG_SCHEMA.fieldNames())
