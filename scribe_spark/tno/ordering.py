@@ -34,7 +34,8 @@ class Event:
 
     def seen_by(self, topics: set) -> Event:
         """This event as a subscriber to (at most) `topics` needs it: only their counters, same order."""
-        return Event(self.eid, tuple(x for x in self.ts if x[0] in topics), self.own, self.dummy,
+        d = self.tsd()
+        return Event(self.eid, tuple(sorted((t, d[t]) for t in topics if t in d)), self.own, self.dummy,
                      self.ts if self.order is None else self.order)
 
 

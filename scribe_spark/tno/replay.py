@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -74,18 +75,27 @@ SUMMARY = -1   # `pos` of each subscriber's summary row: event = events left wai
 
 def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, ticks: list[float],
           loss: float, key: int) -> Callable:
-    def task(pdf: pd.DataFrame) -> pd.DataFrame:
-        sid = int(pdf["sub"].iloc[0])
-        lost = lost_copies(key, loss, pdf["eid"].to_numpy(), pdf["topic"].to_numpy(), pdf["sub"].to_numpy())
-        kept = pdf[~lost]
-        first = kept.sort_values(["at", "eid"]).drop_duplicates("eid")   # dummies come on several topics
+    def task(table: pa.Table) -> pa.Table:
+        col = {name: table.column(name).to_numpy() for name in ("sub", "eid", "topic", "at")}
+        sid = int(col["sub"][0])
+        lost = lost_copies(key, loss, col["eid"], col["topic"], col["sub"])
+        eid, at = col["eid"][~lost], col["at"][~lost]
+        order = np.lexsort((eid, at))                    # by arrival, then event
+        eid, at = eid[order], at[order]
+        _, first = np.unique(eid, return_index=True)     # dummies come on several topics: the first copy
+        first = np.sort(first)
         known, fresh, change = events.value, make(sid), changes.get(sid)
         topics = fresh.topics | (change.topics if change is not None else set())
-        arrivals = [(float(t), known[int(e)].seen_by(topics)) for t, e in zip(first["at"], first["eid"])]
+        arrivals = [(t, known[e].seen_by(topics)) for t, e in zip(at[first].tolist(), eid[first].tolist())]
         sub = replay(fresh, arrivals, change, ticks)
-        rows = [(sid, k, e, t, o, a) for k, (e, t, o, a) in enumerate(sub.log)]
-        rows.append((sid, SUMMARY, len(sub.waiting), float(lost.sum()), False, 0.0))
-        return pd.DataFrame(rows, columns=LOG_SCHEMA.fieldNames())
+        n = len(sub.log)
+        log = list(zip(*sub.log)) if n else [[], [], [], []]
+        return pa.table({"sub": pa.array(np.full(n + 1, sid), pa.int64()),
+                         "pos": pa.array(np.append(np.arange(n), SUMMARY), pa.int64()),
+                         "event": pa.array(list(log[0]) + [len(sub.waiting)], pa.int64()),
+                         "at": pa.array(list(log[1]) + [float(lost.sum())], pa.float64()),
+                         "out_of_order": pa.array(list(log[2]) + [False], pa.bool_()),
+                         "arrived": pa.array(list(log[3]) + [0.0], pa.float64())})
     return task
 
 
@@ -97,5 +107,5 @@ def replay_frame(deliveries: DataFrame, events: Broadcast, make: Callable[[int],
     Returns LOG_SCHEMA rows: each notification (pos 0.. in the subscriber's order) and one
     summary row per subscriber (pos = SUMMARY). Copies are lost by the simulation's keyed draws.
     """
-    return deliveries.groupBy("sub").applyInPandas(_task(events, make, changes, ticks, loss, key), LOG_SCHEMA)
+    return deliveries.groupBy("sub").applyInArrow(_task(events, make, changes, ticks, loss, key), LOG_SCHEMA)
 
