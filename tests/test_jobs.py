@@ -87,3 +87,13 @@ def test_tno_ordering_job_checks_tno_over_scribe(tiny):
     assert t.loc["no_ordering", "violating_pairs"] > 0     # the jittered Scribe ENS does reorder
     assert t.loc["tno_unreliable", "lost"] > 0 and t.loc["tno_unreliable", "out_of_order_tags"] > 0
     assert (folder / "buffering_delay_cdf.png").stat().st_size > 0
+
+
+def test_jobs_keep_adaptive_execution_on_whatever_the_defaults_say(spark):
+    # without it pastry_joins (improve = "tables") and scribe_repair read released local checkpoints
+    from scribe_spark.session import spark_session
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        assert spark_session("test").conf.get("spark.sql.adaptive.enabled") == "true"
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
