@@ -104,7 +104,7 @@ class SparkENS:
                .where(F.col("since") <= F.col("t"))
                .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias("at"))).localCheckpoint()
         reached.unpersist()
-        _log.info(f"{out.count()} deliveries over the Scribe trees ({time.time() - t0:.1f}s)")
+        _log.info(f"{bsp.rows(out)} deliveries over the Scribe trees ({time.time() - t0:.1f}s)")
         return out
 
     def notify(self, sim: Simulation, deliveries: DataFrame, fresh: dict[int, Subscriber], changes: dict,

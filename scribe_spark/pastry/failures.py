@@ -117,7 +117,7 @@ def without_dead(overlay: Overlay, dead: np.ndarray) -> Overlay:
     dead_bc = spark.sparkContext.broadcast(dead)
     live_rows = overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)]))
     state = live_rows.mapInArrow(_clean_task(overlay.ring_bc, dead_bc), STATE_SCHEMA).persist()
-    state.count()
+    bsp.rows(state)
     return Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
 
 
@@ -216,7 +216,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
         holes = slots.join(met, (slots[ID] == met[ID]) & (slots.entry == met.dead)).drop(met[ID])
     holes = holes.select(ID, "pos", "row").localCheckpoint()
     live_slots = slots.join(dead_df, slots.entry == dead_df.dead, "left_anti").where(F.col("entry") >= 0)
-    n_holes = holes.count()
+    n_holes = bsp.rows(holes)
     messages = 0
     cuts = bsp.Carry()
 

@@ -70,7 +70,7 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
     batch = state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
                          to_full(kernels.neighborhood_sets(sub, local)))
     state = spark.createDataFrame(pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
-    state.count()
+    bsp.rows(state)
     return Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
 
 
@@ -199,7 +199,7 @@ def table_exchange(overlay: Overlay, state: DataFrame, xs: np.ndarray, whole: bo
     parts = max(1, state.sparkSession.sparkContext.defaultParallelism)   # as join_batch lays out the state
     new = (state.join(got.select(ID), ID, "left_anti").unionByName(improved).repartition(parts, ID)
            .persist())
-    new.count()
+    bsp.rows(new)
     bsp.release(got)
     state.unpersist()
     return new, int(messages)
@@ -295,7 +295,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
     bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, LEAF_EXCHANGE_BOUND,
             unit="leaf-set messages", carry=carry)
     state = carry["state"].persist()
-    state.count()
+    bsp.rows(state)
     overlay.state.unpersist()
     counts = {"route": int(route_msgs), "transfer": int(transfer_msgs), "notify": int(notify_msgs),
               "leaf_exchange": int(exchange_msgs)}

@@ -129,7 +129,7 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
              .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)
              .repartition(parts, ID)
              .persist())
-    state.count()
+    bsp.rows(state)
     return Overlay(ring, ring_bc, state, mode)
 
 

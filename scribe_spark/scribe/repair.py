@@ -137,7 +137,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
 
     # 1. expiry of dead children, then UNSUBSCRIBE cascades
     edges = trees.edges.join(dead_src, SRC, "left_anti").localCheckpoint()
-    expired = n0 - edges.count()
+    expired = n0 - bsp.rows(edges)
     leaving = subscriptions.join(dead_node, NODE, "left_semi")
     live_roots = trees.roots.join(dead_node, NODE, "left_anti")
     pruned = tr.unsubscribe(Trees(edges, trees.members, live_roots, 0), subscriptions, leaving)
@@ -152,7 +152,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
                .unionByName(orphans).unionByName(live_roots.select(TOPIC, NODE))
                .unionByName(subscriptions.join(dead_node, NODE, "left_anti").select(TOPIC, NODE))
                .distinct().localCheckpoint())
-    n_orphans = orphans.count()
+    n_orphans = bsp.rows(orphans)
     _log.info(f"{expired} children entries expired, {unsubscribes} UNSUBSCRIBE messages; "
               f"{n_orphans} orphans re-subscribe")
 
@@ -181,13 +181,13 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     roots = (live_roots.select(TOPIC, NODE)
              .unionByName(spark.createDataFrame(taken_over, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
     # the new roots' old parents lose a child whose entry expires: prune again
-    n1 = edges.count()
+    n1 = bsp.rows(edges)
     final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)
     unsubscribes += n1 - final.edges.count()
-    n_grafts = grafts.count()
+    n_grafts = bsp.rows(grafts)
     grafted = routed.grafts.localCheckpoint()
     counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
-              "subscribe_messages": n_grafts, "grafts": grafted.count(),
+              "subscribe_messages": n_grafts, "grafts": bsp.rows(grafted),
               "repair_supersteps": routed.supersteps,
               "root_failovers": len(failover), "promoted_forwarders": n_promoted_edges,
               "topics_lost": int((~failover.replicated).sum())}

@@ -82,7 +82,7 @@ def disseminate(starts: DataFrame, edges: DataFrame, jitter: float, key: int, pa
 
     try:
         # a tree path is no longer than the tree's edges; more supersteps would mean a cycle
-        out = bsp.run("disseminate", starts, forward, down.count() + 1, unit="event copies")
+        out = bsp.run("disseminate", starts, forward, bsp.rows(down) + 1, unit="event copies")
         return out.emitted["reached"]
     finally:
         down.unpersist()
