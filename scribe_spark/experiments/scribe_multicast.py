@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scribe_spark import ids, report
+from scribe_spark import bsp, ids, report
 from scribe_spark.cli import Run
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry import overlay as ov
@@ -59,7 +59,7 @@ def run(p: ScribeParams, run: Run) -> None:
 
     t0 = time.time()
     trees = tr.subscribe(overlay, topics, subs)
-    n_edges = trees.edges.count()
+    n_edges = bsp.rows(trees.edges)
     t["subscribe_s"] = time.time() - t0
     run.log(f"trees built: {n_edges} edges in {trees.supersteps} supersteps ({t['subscribe_s']:.1f}s)")
 

@@ -240,7 +240,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
                                                       F.when(F.col("ok"), F.col("cdist"))).alias("new_entry"))
         counted = asked.join(first, [ID, "pos"]).where(
             F.col("first_ok").isNull() | (F.col("cdist") <= F.col("first_ok")))
-        messages += MESSAGES_PER_RPC * counted.count()   # every contact asked until one had a live candidate
+        messages += MESSAGES_PER_RPC * bsp.rows(counted)   # each contact asked until one had a live candidate
         found = cuts.cut(first.where(F.col("new_entry").isNotNull()).select(ID, "pos", "new_entry"))
         return bsp.Superstep(todo.join(found, [ID, "pos"], "left_anti"), {"found": found})
 
@@ -306,7 +306,7 @@ class LazyRepair:
         state, leaf_msgs = repair_leaf_sets(overlay, dead)
         dead_ids = [int(x) for x in np.flatnonzero(dead)]
         state = state.withColumn("nbr", F.filter("nbr", lambda x: ~x.isin(dead_ids))).localCheckpoint()
-        holes = _slots(state, 1 << overlay.ring.b).where(F.col("entry").isin(dead_ids)).count()
+        holes = bsp.rows(_slots(state, 1 << overlay.ring.b).where(F.col("entry").isin(dead_ids)))
         self.overlay = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
         self.dead = dead
         self.counts = {"leaf_messages": leaf_msgs, "table_holes": holes, "table_met": 0, "table_repaired": 0,

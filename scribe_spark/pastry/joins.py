@@ -194,7 +194,7 @@ def table_exchange(overlay: Overlay, state: DataFrame, xs: np.ndarray, whole: bo
     got = (asked.join(state.select(F.col(ID).alias("z"), "rt"), "z")
            .groupBy(F.col("x").alias(ID)).agg(F.flatten(F.collect_list(part)).alias("cand")))
     got = got.localCheckpoint()
-    messages = MESSAGES_PER_RPC * asked.count()
+    messages = MESSAGES_PER_RPC * bsp.rows(asked)
     improved = state.join(got, ID).mapInArrow(_improve_task(overlay.ring_bc), STATE_SCHEMA)
     parts = max(1, state.sparkSession.sparkContext.defaultParallelism)   # as join_batch lays out the state
     new = (state.join(got.select(ID), ID, "left_anti").unionByName(improved).repartition(parts, ID)
@@ -264,7 +264,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
     named = built.select(ID, F.array_distinct(known).alias("to"))
     notes = (named.select(F.col(ID).alias("x"), F.explode("to").alias(ID))
              .where(~F.col(ID).isin([int(v) for v in xs])))
-    notify_msgs = notes.count()
+    notify_msgs = bsp.rows(notes)
     inbox = notes.groupBy(ID).agg(F.collect_list("x").alias("news"))
     updated = (state.join(inbox, ID).mapInArrow(_update_task(overlay.ring_bc, absent), STATE_SCHEMA))
     # leaf-set exchange until stable (newcomers of this batch learn of each other)
@@ -286,7 +286,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
             leaf_merge_task(overlay.ring_bc, absent), NEW_LEAF)
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
-        if changed.count() == 0:
+        if changed.isEmpty():
             return bsp.Superstep(inflight.limit(0))
         state = carry.keep("state", state.join(merged, ID, "left")
                            .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))

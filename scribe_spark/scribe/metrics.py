@@ -39,7 +39,7 @@ def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
 
     # no path in a tree is longer than its edges; more supersteps would mean a cycle
     try:
-        return bsp.run("publish", roots, publish, edges.count() + 1, unit="event copies").emitted["paths"]
+        return bsp.run("publish", roots, publish, bsp.rows(edges) + 1, unit="event copies").emitted["paths"]
     finally:
         edges.unpersist()
 

@@ -133,7 +133,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     dead_ids = np.flatnonzero(dead)
     dead_src, dead_dst = _nodes(spark, dead_ids, SRC), _nodes(spark, dead_ids, DST)
     dead_node = _nodes(spark, dead_ids, NODE)
-    n0 = trees.edges.count()
+    n0 = bsp.rows(trees.edges)
 
     # 1. expiry of dead children, then UNSUBSCRIBE cascades
     edges = trees.edges.join(dead_src, SRC, "left_anti").localCheckpoint()
@@ -141,7 +141,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     leaving = subscriptions.join(dead_node, NODE, "left_semi")
     live_roots = trees.roots.join(dead_node, NODE, "left_anti")
     pruned = tr.unsubscribe(Trees(edges, trees.members, live_roots, 0), subscriptions, leaving)
-    unsubscribes = n0 - expired - pruned.edges.count()
+    unsubscribes = n0 - expired - bsp.rows(pruned.edges)
 
     # 2. orphans: live nodes whose parent is dead
     to_dead = pruned.edges.join(dead_dst, DST, "left_semi")
@@ -183,7 +183,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
     # the new roots' old parents lose a child whose entry expires: prune again
     n1 = bsp.rows(edges)
     final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)
-    unsubscribes += n1 - final.edges.count()
+    unsubscribes += n1 - bsp.rows(final.edges)
     n_grafts = bsp.rows(grafts)
     grafted = routed.grafts.localCheckpoint()
     counts = {"expired_entries": expired, "unsubscribe_messages": unsubscribes, "orphans": n_orphans,
@@ -227,7 +227,7 @@ def handoff(overlay: Overlay, topics: Topics, trees: Trees) -> tuple[Trees, int]
     hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
     moved = hop.where(~F.col("delivered")).select(TOPIC, F.col(AT).alias(NODE),
                                                   F.lit(None).cast("long").alias(LAST))
-    n = moved.count()
+    n = bsp.rows(moved)
     if n == 0:
         return trees, 0
     routed = tr.route_subscribes(overlay, topics, moved, trees.members,

@@ -189,7 +189,7 @@ def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> T
         return bsp.Superstep(pruned(edges))
 
     # every superstep removes at least one edge
-    k = bsp.run("unsubscribe", pruned(trees.edges), prune, trees.edges.count() + 1,
+    k = bsp.run("unsubscribe", pruned(trees.edges), prune, bsp.rows(trees.edges) + 1,
                 unit="UNSUBSCRIBE messages", carry=carry).supersteps
     edges = carry["edges"]
     in_tree = (edges.select(TOPIC,
