@@ -1,6 +1,9 @@
 """Helpers the test modules share (a module of its own: test modules never import each other)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +11,7 @@ import numpy as np
 from scribe_spark import ids, report, topology
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.pairwise_order import pairwise_check
+from scribe_spark.registry import JOBS
 from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.sequencer import Sequencer
@@ -15,6 +19,26 @@ from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placeme
 
 ROOT = Path(__file__).resolve().parent.parent
 M = 1 << 128
+
+
+# test_determinism's jobs: the two that once differed between layouts, and one whose tables are all
+# floating point
+OTHER_LAYOUT_JOBS = ["scribe_repair", "tno_ordering", "tno_sequencer"]
+
+
+def start_other_layout(out: Path) -> subprocess.Popen:
+    """Start one driver (local[1], 3 shuffle partitions, `partitions = 3` where a job has the key)
+    running OTHER_LAYOUT_JOBS on conf/tiny into `out`; its output goes to out/driver.log."""
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--driver-memory", "2g",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=3",
+           str(ROOT / "bench" / "one_driver.py"), str(out)]
+    for name in OTHER_LAYOUT_JOBS:
+        has_partitions = "partitions" in JOBS[name].params.__dataclass_fields__
+        cmd += [name, *(["--set", "partitions=3"] if has_partitions else []), "--"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "driver.log", "w") as log:   # a file, not a pipe: nobody reads a pipe meanwhile
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def tables(folder: Path) -> dict[str, bytes]:
