@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,14 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains
     logs = {c: [e for e, *_ in s.log] for c, s in subscribers.items()}
     tags = sum(entry[2] for s in subscribers.values() for entry in s.log)
     return pairwise_check(logs, sum(len(s.waiting) for s in subscribers.values())), tags, sim
+
+
+@contextmanager
+def adaptive_execution_off(spark):
+    """Run the block with spark.sql.adaptive.enabled=false (where Spark misses cached frames more)."""
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", before)

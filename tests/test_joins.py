@@ -9,7 +9,7 @@ from scribe_spark import ids
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables
-from tests.helpers import small_ring
+from tests.helpers import adaptive_execution_off, small_ring
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,18 @@ def test_take_nearer_keeps_the_nearest_valid_node_per_slot():
                     and int(hexes[y][row], 16) == col]
             want = min(fits, key=lambda y: ring.prox.dist(np.array([me]), np.array([y]))[0]) if fits else -1
             assert got[row * 16 + col] == want, (row, col)
+
+
+def test_second_phase_exchanges_hold_without_adaptive_execution(spark):
+    """The node state after a table exchange is cached from a local checkpoint; Spark may miss that cache
+    (it did without adaptive execution) and must then still find the checkpoint."""
+    ring = small_ring(60, seed=8)
+    with adaptive_execution_off(spark):
+        overlay, counts = joins.grow(spark, ring, initial=30, batch=30, rng=np.random.default_rng(9),
+                                     improve="tables")
+        assert sorted(r.id for r in overlay.state.select("id").collect()) == list(range(ring.n))
+    assert counts["row_exchange"] > 0 and counts["table_exchange"] > 0
+    overlay.unpersist()
 
 
 def test_an_unknown_second_join_phase_is_refused(grown):

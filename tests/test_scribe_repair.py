@@ -12,12 +12,16 @@ from scribe_spark.scribe import reliable
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from tests.helpers import small_ring
+from tests.helpers import adaptive_execution_off, small_ring
 
 
 @pytest.fixture(scope="module")
 def broken(spark):
-    """700 nodes (b=2, |L|=8), 20 topics of 1..70 subscribers; 15% fail, including 4 roots."""
+    """700 nodes (b=2, |L|=8), 20 topics of 1..70 subscribers; 15% fail, including 4 roots.
+
+    The repair runs without adaptive execution: Spark then misses cached frames more often, and
+    the repair must still find the local checkpoints behind them.
+    """
     ring = small_ring(700, b=2, leaf=8, nbr=8, seed=31)
     rng = np.random.default_rng(32)
     overlay = ov.build_overlay(spark, ring, "proximity", seed=1)
@@ -35,7 +39,8 @@ def broken(spark):
     last = spark.createDataFrame(pd.DataFrame({"topic": np.arange(20), "last": np.full(20, 7)}))
     sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                        {t: roots[t] for t in np.flatnonzero(dead[roots])}, 5)
-    fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last))
+    with adaptive_execution_off(spark):   # where Spark missed cached members and needed their checkpoints
+        fixed = rp.repair_trees(repaired, topics, trees, subs, dead, sets, upcalls=rp.reliable(last))
     def state(o):
         return {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
     yield dict(ring=ring, topics=topics, sub_t=sub_t, sub_n=sub_n, subs=subs, trees=trees, roots=roots,

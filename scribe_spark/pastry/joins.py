@@ -200,7 +200,8 @@ def table_exchange(overlay: Overlay, state: DataFrame, xs: np.ndarray, whole: bo
     new = (state.join(got.select(ID), ID, "left_anti").unionByName(improved).repartition(parts, ID)
            .persist())
     bsp.rows(new)
-    bsp.release(got)
+    # `got` is not released: a query that misses `new`'s cache recomputes it from `got`; Spark's
+    # cleaner frees it once `new` is gone
     state.unpersist()
     return new, int(messages)
 

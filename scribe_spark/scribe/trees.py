@@ -148,13 +148,16 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     try:
-        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", carry=carry)
+        # the carry is released here, not by the loop: each chunk is cached from a `joining` frame
+        # the carry cut, and reading a chunk whose cache Spark misses recomputes it from that cut
+        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages")
         members = all_members()
         if members is not None:   # one frame for the callers
             members = members.localCheckpoint()
     finally:
         for chunk in chunks:
             chunk.unpersist()
+        carry.release()
     e = done.emitted
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
     if members is None:   # nobody sent
