@@ -40,9 +40,10 @@ def _invalidate_when_changed(original):
 
 def install() -> bool:
     """In a PySpark worker on Python 3.10–3.11, make zip re-reads lazy; return whether it did."""
-    current = getattr(zipimport.zipimporter, "invalidate_caches", None)
-    if (not (3, 10) <= sys.version_info[:2] < (3, 12) or "pyspark.worker" not in sys.modules
-            or current is None or getattr(current, "scribe_spark", False)):
+    if not (3, 10) <= sys.version_info[:2] < (3, 12) or "pyspark.worker" not in sys.modules:
+        return False
+    current = zipimport.zipimporter.invalidate_caches   # present from 3.10 on
+    if getattr(current, "scribe_spark", False):
         return False
     zipimport.zipimporter.invalidate_caches = _invalidate_when_changed(current)
     return True

@@ -3,7 +3,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, adaptive_execution_off
 
 M = 1 << 128
 
@@ -90,10 +90,7 @@ def test_tno_ordering_job_checks_tno_over_scribe(tiny):
 
 
 def test_jobs_keep_adaptive_execution_on_whatever_the_defaults_say(spark):
-    # without it pastry_joins (improve = "tables") and scribe_repair read released local checkpoints
+    # the configuration the jobs are measured in (their tables are the same without it)
     from scribe_spark.session import spark_session
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    try:
+    with adaptive_execution_off(spark):
         assert spark_session("test").conf.get("spark.sql.adaptive.enabled") == "true"
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", "true")
