@@ -1,3 +1,4 @@
+import fcntl
 import logging
 import os
 import sys
@@ -13,6 +14,18 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")   # pyspark.testing import
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 from tests.helpers import ROOT, start_other_layout  # noqa: E402
+
+_XDIST = "PYTEST_XDIST_WORKER" in os.environ   # this process is one of pytest-xdist's workers
+# the files that take longest (measured one after another), run first so the two test processes
+# finish together; the others keep their order after them
+LONGEST_FIRST = ["test_reproduce.py", "test_determinism.py", "test_scribe_repair.py", "test_cluster.py",
+                 "test_failures.py", "test_joins.py", "test_resume.py", "test_bsp.py"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the longest test files first (setup.cfg keeps pytest-xdist to this order)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +57,10 @@ def other_layout(request, tmp_path_factory):
     """test_determinism's other driver, started with the suite's first test when that test is selected.
 
     It runs beside the tests before it (mostly single-threaded drivers on two cores), so the test
-    itself only waits for what is left of it. Yields (process, output folder) or None.
+    itself only waits for what is left of it. Yields (process, output folder) or None. Under
+    pytest-xdist every worker lists every test and the cores are busy anyway: the test starts it.
     """
-    if not any(item.path.name == "test_determinism.py" for item in request.session.items):
+    if _XDIST or not any(item.path.name == "test_determinism.py" for item in request.session.items):
         yield None
         return
     out = tmp_path_factory.mktemp("other_layout")
@@ -56,20 +70,49 @@ def other_layout(request, tmp_path_factory):
     proc.wait()
 
 
+class _Tiny:
+    """Runs of conf/tiny/<job>.toml, each made once per suite by whichever test process asks first."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __call__(self, name: str) -> Path:
+        """Return the output folder of the job's tiny run, waiting for another process making it."""
+        return self.many([name])[name]
+
+    def many(self, names: list[str]) -> dict[str, Path]:
+        """Return {job: output folder}; runs another process is making are taken last, so this
+        process makes the free ones meanwhile instead of waiting."""
+        left = list(dict.fromkeys(names))
+        while left:
+            name = next((n for n in left if self._get(n, wait=False)), None)
+            if name is None:   # every one left is being made by another process: wait for the first
+                name = left[0]
+                self._get(name, wait=True)
+            left.remove(name)
+        return {name: self.root / name for name in names}
+
+    def _get(self, name: str, wait: bool) -> bool:
+        from scribe_spark import cli
+        with open(self.root / f".{name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return False
+            if not (self.root / name).is_dir():   # a run's folder appears only when it is complete
+                assert cli.main(name, ["--conf", str(ROOT / "conf" / "tiny" / f"{name}.toml"),
+                                       "--out", str(self.root)]) == 0
+            return True   # the lock is released when the file closes
+
+
 @pytest.fixture(scope="session")
 def tiny(spark, tmp_path_factory):
-    """Run a job on conf/tiny/<job>.toml in this process, once per session; return its output folder."""
-    from scribe_spark import cli
-    root = tmp_path_factory.mktemp("tiny")
-    done: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in done:
-            assert cli.main(name,
-                            ["--conf", str(ROOT / "conf" / "tiny" / f"{name}.toml"), "--out", str(root)]) == 0
-            done[name] = root / name
-        return done[name]
-    return get
+    """`tiny(job)`: the output folder of the job's run on conf/tiny/<job>.toml, made once per suite
+    (under pytest-xdist in a folder the workers share); `tiny.many(jobs)` for several."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if _XDIST else base) / "tiny"
+    root.mkdir(exist_ok=True)
+    return _Tiny(root)
 
 
 class _Lines(logging.Handler):

@@ -82,7 +82,7 @@ def test_every_metric_of_every_figure_can_be_published(tmp_path):
 
 @pytest.mark.slow
 def test_report_puts_published_values_beside_ours_and_one_page_shows_the_run(tiny, tmp_path):
-    root = [tiny(job) for job in papers.JOBS][0].parent
+    root = tiny.many(list(papers.JOBS))[papers.JOBS[0]].parent
     params = {job: tomllib.loads((root / job / "params.toml").read_text()) for job in papers.JOBS}
     hops = pd.read_csv(root / "pastry_hops" / "hops.csv")
     n, mean = int(hops.nodes.iloc[-1]), float(hops.mean_hops.iloc[-1])
