@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from scribe_spark import ids
+from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from tests.helpers import closest_brute, node_ints, small_ring
 
@@ -115,6 +116,22 @@ def test_leaf_and_neighborhood_sets_match_brute_force(spark, overlay_1500):
         d = ring.prox.dist(np.full(ring.n, x), np.arange(ring.n))
         d[x] = np.inf
         assert sorted(d[list(state[x].nbr)]) == pytest.approx(np.sort(d)[:32])
+
+
+@pytest.mark.parametrize("n, model, nbr", [(3000, "transit-stub", 32), (400, "matrix", 32),
+                                          (300, "matrix", 100), (40, "transit-stub", 60)])
+def test_site_model_neighborhood_sets_are_the_nearest_by_site_delay_then_site_then_id(n, model, nbr):
+    # one node per site (matrix) with |M| = 100 looks past the 64 nearest sites; 40 nodes with
+    # |M| = 60 takes everyone; 3000 on a small transit-stub network puts many nodes on a site
+    ring = small_ring(n, model=model, nbr=nbr)
+    site, delay = ring.prox.site, ring.prox.site_delay
+    nodes = np.arange(0, n, 7)
+    got = kernels.neighborhood_sets(ring, nodes)
+    m = min(nbr, n - 1)
+    everyone = np.arange(n)
+    for q, row in zip(nodes, got):
+        order = np.lexsort((everyone, site, delay[site[q], site]))
+        assert row.tolist() == order[order != q][:m].tolist()
 
 
 def test_small_ring_leaf_set_holds_everyone(spark):

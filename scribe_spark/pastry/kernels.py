@@ -107,22 +107,23 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     by_delay = topology.sites_by_delay(prox.site_delay)
     is_occupied = np.zeros(len(prox.site_delay), dtype=bool)
     is_occupied[occupied] = True
-    for s in np.unique(qsite):
+    order = np.argsort(qsite, kind="stable")
+    sites, first = np.unique(qsite[order], return_index=True)
+    for s, queries in zip(sites.tolist(), np.split(order, first[1:])):
         if by_delay is None:
             near = occupied[np.argsort(prox.site_delay[s, occupied], kind="stable")]
         else:   # the same order: occupied sites by (delay, site)
             row = by_delay[s]
             near = row[is_occupied[row]].astype(np.int64)
-        lists = [members[starts[k]:starts[k + 1]] for k in np.searchsorted(occupied, near[:64])]
-        cand = np.concatenate(lists)
-        i = 64
-        while len(cand) < m + 1 and i < len(near):
-            more = [members[starts[k]:starts[k + 1]] for k in np.searchsorted(occupied, near[i:i + 256])]
-            cand = np.concatenate([cand] + more)
-            i += 256
-        for q in np.flatnonzero(qsite == s):
-            row = cand[cand != nodes[q]]
-            out[q] = row[:m].astype(np.int64)
+        # the nearest sites' members, in that order, as far as the first m + 1 (a node's own set is
+        # these without itself: the first m others); growing with N/sites per site, not per node
+        k = np.searchsorted(occupied, near[:64])
+        if (starts[k + 1] - starts[k]).sum() < m + 1:   # sparse sites: look further
+            k = np.searchsorted(occupied, near)
+        enough = int(np.searchsorted(np.cumsum(starts[k + 1] - starts[k]), m + 1)) + 1
+        cand = np.concatenate([members[starts[j]:starts[j + 1]] for j in k[:enough]])[:m + 1]
+        for q in queries.tolist():
+            out[q] = cand[cand != nodes[q]][:m].astype(np.int64)
     return out
 
 
