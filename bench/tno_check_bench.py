@@ -57,6 +57,8 @@ def main() -> None:
     ap.add_argument("--jitter", type=float, default=0.0)
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
+    if args.jitter < 0:
+        ap.error("--jitter must be >= 0")
 
     from pyspark.sql import SparkSession
 
@@ -76,7 +78,7 @@ def main() -> None:
         logs = synthetic_logs(subscribers, events, args.swaps, args.jitter)
         notifications = int(sum(len(v) for v in logs.values()))
         t0 = time.time()
-        times = {s: v.astype(float) for s, v in logs.items()}     # notified in id order, but for the swaps
+        times = {s: v.astype(float) for s, v in logs.items()}     # reference order: event id
         got = check_tno(notifications_frame(spark, logs, times), subscribers)
         spark_s = time.time() - t0
         pair_s, same = "—", "—"

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from scribe_spark import ids
+from scribe_spark import ids, topology
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from tests.helpers import closest_brute, node_ints, small_ring
@@ -118,11 +118,16 @@ def test_leaf_and_neighborhood_sets_match_brute_force(spark, overlay_1500):
         assert sorted(d[list(state[x].nbr)]) == pytest.approx(np.sort(d)[:32])
 
 
-@pytest.mark.parametrize("n, model, nbr", [(3000, "transit-stub", 32), (400, "matrix", 32),
-                                          (300, "matrix", 100), (40, "transit-stub", 60)])
-def test_site_model_neighborhood_sets_are_the_nearest_by_site_delay_then_site_then_id(n, model, nbr):
-    # one node per site (matrix) with |M| = 100 looks past the 64 nearest sites; 40 nodes with
-    # |M| = 60 takes everyone; 3000 on a small transit-stub network puts many nodes on a site
+@pytest.mark.parametrize("n, model, nbr, site_lists", [
+    (3000, "transit-stub", 32, True), (3000, "transit-stub", 4, True), (3000, "transit-stub", 4, False),
+    (400, "matrix", 32, True), (300, "matrix", 100, True), (40, "transit-stub", 60, True)])
+def test_site_model_neighborhood_sets_match_brute_force(n, model, nbr, site_lists, monkeypatch):
+    # the nearest by (site delay, site, id). 3000 nodes on a small transit-stub network put about 5
+    # on a site: with |M| = 4 a node is often not among its site's first |M| + 1 members. One node
+    # per site (matrix) with |M| = 100 looks past the 64 nearest sites; 40 nodes with |M| = 60 take
+    # everyone; without per-site lists (over SITE_ORDER_MAX_SITES sites) each query site sorts them
+    if not site_lists:
+        monkeypatch.setattr(topology, "SITE_ORDER_MAX_SITES", 0)
     ring = small_ring(n, model=model, nbr=nbr)
     site, delay = ring.prox.site, ring.prox.site_delay
     nodes = np.arange(0, n, 7)
