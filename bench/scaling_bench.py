@@ -2,19 +2,27 @@
 
     .venv/bin/python bench/scaling_bench.py [--sizes 10000 100000 300000 1000000]
                                             [--modes local[1] local[2] standalone] [--out FILE]
+                                            [--proximity transit-stub|plane]
+                                            [--check-lookups 10000] [--check-topics 30]
 
 Each (mode, N) is one `spark-submit` of this file in child mode, so nothing is shared between
 points. `standalone` starts the local cluster with `./run.sh cluster start` (master + 2 workers,
 1 core each) and stops it at the end, also on errors. Per point it records, per phase
-(state build, routing, subscribe): wall time and shuffle bytes written (from Spark's event log,
-attributed to phases by job group), and the peak summed RSS of the driver's process tree plus,
+(state build, routing, subscribe, check): wall time and shuffle bytes written (from Spark's
+event log, attributed to phases by job group), and the peak summed RSS of the driver's process tree plus,
 on the cluster, the executors' process trees (the idle master/worker daemons are not counted).
 Where the bytes go: the cached frames' size in memory and on disk after each phase (Spark's
 storage info), the pickled size of the broadcast ring (each Python worker holds one copy),
 bytes spilled per phase (event log), and the peak RSS of each kind of process (JVMs, the
 Python driver, Python workers: their peaks need not coincide).
-The workload is the S1 one: transit-stub network, proximity neighbour selection, b=4, |L|=16,
-|M|=32, topic sizes floor(N r^-1.25 + 0.5), seed 1.
+The workload is the S1 one: transit-stub network (`--proximity plane`: the plane model instead),
+proximity neighbour selection, b=4, |L|=16, |M|=32, topic sizes floor(N r^-1.25 + 0.5), seed 1.
+
+The check phase (`--check-lookups`, `--check-topics`; 0 skips it) routes lookups to random keys
+and compares each destination with the numerically closest node found by brute force, and checks
+the trees of a random sample of topics with `reference.tree_shape` (one root, the closest node;
+one parent per member; every subscriber reaches the root; no cycles). Its counts of wrong
+lookups and tree faults are in the result; all must be 0.
 """
 from __future__ import annotations
 
@@ -28,21 +36,25 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import proctree  # noqa: E402  (bench/ is the script's folder)
 
-PHASES = ("build", "route", "subscribe")
+PHASES = ("build", "route", "subscribe", "check")
 
 
-def child(n: int, lookups: int, evlog: str) -> None:
+def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: int, proximity: str) -> None:
     import numpy as np
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from scribe_spark import ids
     from scribe_spark.config import ScribeParams
     from scribe_spark.pastry import overlay as ov
+    from scribe_spark.reference.closest import checked_lookups
+    from scribe_spark.reference.tree_shape import tree_faults
     from scribe_spark.scribe import trees as tr
     from scribe_spark.workloads.network import make_ring, shared_network
     from scribe_spark.workloads.scribe_groups import requests
@@ -52,9 +64,13 @@ def child(n: int, lookups: int, evlog: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
     p = ScribeParams(nodes=n)
-    routers, _ = shared_network(p, p.seed)
-    ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
-    out = {"n": n, "app": sc.applicationId}
+    if proximity == "plane":     # S1's Pastry keys on the plane model instead of the transit-stub network
+        routers, model = None, SimpleNamespace(proximity="plane", b=p.b, leaf_set=p.leaf_set,
+                                               neighborhood=p.neighborhood)
+    else:
+        (routers, _), model = shared_network(p, p.seed), p
+    ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
+    out = {"n": n, "app": sc.applicationId, "proximity": proximity}
 
     sc.setJobGroup("build", "build")
     t0 = time.time()
@@ -80,6 +96,25 @@ def child(n: int, lookups: int, evlog: str) -> None:
     out["subscribe_s"] = time.time() - t0
     out["subscriptions"] = int(len(sub_topic))
     out.update(cached(sc, "subscribe"))
+
+    if check_lookups or check_topics:
+        sc.setJobGroup("check", "check")
+        t0 = time.time()
+        rng = np.random.default_rng([p.seed, n, 3])
+        khi, klo = ids.random_ids(check_lookups, rng)
+        routed = checked_lookups(overlay, rng.integers(0, n, check_lookups), khi, klo, np.ones(n, dtype=bool))
+        out["check_lookups"], out["check_lookups_wrong"] = check_lookups, int((~routed.correct).sum())
+        sample = np.sort(rng.choice(topics.n, min(check_topics, topics.n), replace=False))
+        edges = trees.edges.where(F.col("topic").isin([int(t) for t in sample])).toPandas()
+        out["check_topics"] = sample.tolist()
+        out["check_topic_subscriptions"] = int(np.isin(sub_topic, sample).sum())
+        roots = trees.roots.toPandas()
+        out["check_tree_faults"] = tree_faults(ring, topics.hi, topics.lo, sample, edges, roots,
+                                               sub_topic, sub_node)
+        out["check_s"] = time.time() - t0
+        logging.getLogger("scribe_spark").info(
+            "check: %d of %d lookups wrong; tree faults over %d topics: %s", out["check_lookups_wrong"],
+            check_lookups, len(sample), out["check_tree_faults"])
     spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -120,7 +155,7 @@ def role(cmdline: bytes) -> str:
     return "python_workers" if worker else "python_driver"
 
 
-def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
+def point(n: int, mode: str, lookups: int, evlog: str, checks: list[str]) -> dict:
     master = "spark://127.0.0.1:7077" if mode == "standalone" else mode
     cmd = [str(ROOT / ".venv/bin/spark-submit"), "--master", master,
            "--driver-memory", os.environ.get("SCRIBE_DRIVER_MEMORY", "8g"),
@@ -132,7 +167,7 @@ def point(n: int, mode: str, lookups: int, evlog: str) -> dict:
                                   check=True).stdout.strip().splitlines()[-1]
         cmd += ["--py-files", str(zip_path), "--executor-memory",
                 os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
-    cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog]
+    cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog, *checks]
     peak, stop = [0], threading.Event()
     roles: dict[str, int] = {}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
@@ -171,13 +206,16 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["local[1]", "local[2]", "standalone"])
     ap.add_argument("--lookups", type=int, default=200_000)
     ap.add_argument("--out", default=str(ROOT / "data/bench/scaling.jsonl"))
+    ap.add_argument("--check-lookups", type=int, default=10_000, help="lookups to random keys checked")
+    ap.add_argument("--check-topics", type=int, default=30, help="topics whose trees are checked")
+    ap.add_argument("--proximity", choices=["transit-stub", "plane"], default="transit-stub")
     ap.add_argument("--child", type=int)
     ap.add_argument("--evlog")
     a = ap.parse_args()
     logging.basicConfig(format="  %(message)s", stream=sys.stderr)
     logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     if a.child:
-        child(a.child, a.lookups, a.evlog)
+        child(a.child, a.lookups, a.evlog, a.check_lookups, a.check_topics, a.proximity)
         return
     evlog = ROOT / "data/bench/eventlog"
     evlog.mkdir(parents=True, exist_ok=True)
@@ -189,7 +227,9 @@ def main() -> None:
             subprocess.run([str(ROOT / "run.sh"), "cluster", "start"], check=True, env=env)
         try:
             for n in a.sizes:
-                r = point(n, mode, a.lookups, f"file:{evlog}")
+                checks = ["--check-lookups", str(a.check_lookups), "--check-topics", str(a.check_topics),
+                          "--proximity", a.proximity]
+                r = point(n, mode, a.lookups, f"file:{evlog}", checks)
                 print(json.dumps(r), flush=True)
                 with open(a.out, "a") as f:
                     f.write(json.dumps(r) + "\n")

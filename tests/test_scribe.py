@@ -8,7 +8,9 @@ from scribe_spark import ids, topology
 from scribe_spark.config import ScribeParams
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.reference.closest import closest_live
 from scribe_spark.reference.sequential_scribe import SequentialScribe
+from scribe_spark.reference.tree_shape import CHECKS, tree_faults
 from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
@@ -73,6 +75,50 @@ def test_roots_are_numerically_closest_and_trees_are_acyclic(world):
             seen.add(node)
             node = parent[(t, node)]
         assert node == roots[t]
+
+
+def test_tree_shape_oracle_passes_the_superstep_trees(world):
+    t = world["topics"]
+    faults = tree_faults(world["ring"], t.hi, t.lo, np.arange(t.n), world["trees"].edges.toPandas(),
+                         world["trees"].roots.toPandas(), world["sub_t"], world["sub_n"])
+    assert faults == dict.fromkeys(CHECKS, 0)
+
+
+def test_tree_shape_oracle_finds_each_kind_of_broken_tree():
+    """Hand-built trees for two topics on 40 nodes; each break is found by its own check."""
+    import pandas as pd
+    rng = np.random.default_rng(3)
+    hi, lo = ids.random_ids(40, rng)
+    ring = Ring(hi, lo, 4, 16, 32, topology.plane(40, rng))
+    khi, klo = ids.random_ids(2, rng)
+    root = closest_live(ring, np.ones(40, dtype=bool), khi, klo)
+    others = [n for n in range(40) if n not in root][:8]
+    a, b, c, d, e, f, g, h = others        # topic 0: a -> b -> root, c -> root; topic 1: d -> e -> f -> root
+    good = pd.DataFrame({"topic": [0, 0, 0, 1, 1, 1], "src": [a, b, c, d, e, f],
+                         "dst": [b, root[0], root[0], e, f, root[1]]})
+    roots = pd.DataFrame({"topic": [0, 1], "node": root})
+    sub_t, sub_n = np.array([0, 0, 1, 1]), np.array([a, c, d, root[1]])
+
+    def faults(edges=good, rts=roots, st=sub_t, sn=sub_n) -> dict[str, int]:
+        return {k: v for k, v in tree_faults(ring, khi, klo, [0, 1], edges, rts, st, sn).items() if v}
+
+    def with_edges(*rows) -> pd.DataFrame:
+        return pd.concat([good, pd.DataFrame(rows, columns=["topic", "src", "dst"])], ignore_index=True)
+
+    assert faults() == {}
+    cycle = good.copy()
+    cycle.loc[5, "dst"] = d                                   # topic 1: d -> e -> f -> d
+    assert faults(cycle) == {"unreached": 3}
+    assert faults(with_edges((0, a, c))) == {"two_parents": 1}
+    assert faults(with_edges((1, root[1], g))) == {"root_has_parent": 1, "unreached": 4}
+    assert faults(good.drop(index=1)) == {"unreached": 1}     # b lost its parent: a ends at b
+    assert faults(st=np.append(sub_t, 0), sn=np.append(sub_n, h)) == {"missing_subscribers": 1,
+                                                                       "unreached": 1}
+    wrong = pd.DataFrame({"topic": [0, 1], "node": [root[0], g]})
+    lost = {"wrong_root": 1, "unreached": 4, "missing_subscribers": 1}   # subscriber root[1] is no root now
+    assert faults(rts=wrong) == lost
+    assert faults(rts=pd.concat([roots, wrong.iloc[1:]])) == {"roots": 1}
+    assert faults(rts=roots.iloc[:1]) == {"roots": 1, **lost}
 
 
 def test_unsubscribe_prunes_like_sequential_scribe(world, spark):
