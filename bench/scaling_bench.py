@@ -20,7 +20,7 @@ proximity neighbour selection, b=4, |L|=16, |M|=32, topic sizes floor(N r^-1.25 
 
 The check phase (`--check-lookups`, `--check-topics`; 0 skips it) routes lookups to random keys
 and compares each destination with the numerically closest node found by brute force, and checks
-the trees of a random sample of topics with `reference.tree_shape` (one root, the closest node;
+the trees of a random sample of topics (and the largest) with `reference.tree_shape` (one root, the closest node;
 one parent per member; every subscriber reaches the root; no cycles). Its counts of wrong
 lookups and tree faults are in the result; all must be 0.
 """
@@ -104,7 +104,9 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
         khi, klo = ids.random_ids(check_lookups, rng)
         routed = checked_lookups(overlay, rng.integers(0, n, check_lookups), khi, klo, np.ones(n, dtype=bool))
         out["check_lookups"], out["check_lookups_wrong"] = check_lookups, int((~routed.correct).sum())
-        sample = np.sort(rng.choice(topics.n, min(check_topics, topics.n), replace=False))
+        largest = int(np.bincount(sub_topic, minlength=topics.n).argmax())    # the deepest, widest tree
+        drawn = rng.choice(topics.n, min(check_topics, topics.n) - 1, replace=False)
+        sample = np.union1d(drawn, [largest])
         edges = trees.edges.where(F.col("topic").isin([int(t) for t in sample])).toPandas()
         out["check_topics"] = sample.tolist()
         out["check_topic_subscriptions"] = int(np.isin(sub_topic, sample).sum())
