@@ -20,9 +20,9 @@ proximity neighbour selection, b=4, |L|=16, |M|=32, topic sizes floor(N r^-1.25 
 
 The check phase (`--check-lookups`, `--check-topics`; 0 skips it) routes lookups to random keys
 and compares each destination with the numerically closest node found by brute force, and checks
-the trees of a random sample of topics (and the largest) with `reference.tree_shape` (one root, the closest node;
-one parent per member; every subscriber reaches the root; no cycles). Its counts of wrong
-lookups and tree faults are in the result; all must be 0.
+the trees of a random sample of topics and of the largest one with `reference.tree_shape` (one
+root, the closest node; one parent per member; every subscriber reaches the root; no cycles).
+Its counts of wrong lookups and tree faults are in the result; all must be 0.
 """
 from __future__ import annotations
 
