@@ -8,11 +8,16 @@ the events sorted by their mean notification time). A subscriber *inverts* a pai
 {x, y} when it was notified of them against R. Two subscribers order a common pair differently
 exactly when one of them inverts it and the other does not, so every disagreement is found
 once, from the side that inverts it. Per pair {x, y} that k subscribers invert and b are
-notified of (both events), the disagreements number k (b - k), counted without listing them;
-the violating subscriber pairs are the distinct (inverter, non-inverter) pairs over all such
-{x, y}, listed and deduplicated. The work is the notifications, per distinct inverted pair the
-subscribers notified of its first event, and the disagreements themselves — nothing beyond the
-notifications when TNO holds.
+notified of (both events), the disagreements number k (b - k); the violating subscriber pairs are
+the distinct (inverter, non-inverter notified of both) pairs over all such {x, y}.
+
+Neither is listed. Each event's subscribers are one row of bits (`has`, events x subscribers / 8
+bytes, broadcast once). The inverted pairs are grouped by {x, y} over Spark tasks; a task finds
+b as the bits of has[x] & has[y], and ORs has[x] & has[y] & ~inverters into a bit row per
+inverter (the subscribers it disagrees with). The driver ORs the tasks' rows and counts the
+pairs set in either direction. The work is the notifications, the inverted pairs, and per
+inverted pair and per inverter one bit row; when TNO holds, only the notifications. Memory:
+`has` in each Python worker, subscribers² / 8 bytes in each task and the driver.
 `reference.pairwise_order` is the direct comparison the tests check this against.
 """
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -31,6 +37,11 @@ NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField(POS, T.IntegerType(), False),
                               T.StructField(AT, T.DoubleType(), False)])
 RANKS = T.StructType([T.StructField(EVENT, T.LongType(), False), T.StructField(RANK, T.IntegerType(), False)])
+DISAGREEMENTS = T.StructType([T.StructField(SUB, T.LongType(), False),
+                              T.StructField("bits", T.BinaryType(), False),
+                              T.StructField("disagreements", T.LongType(), False)])
+DISAGREEMENTS_ARROW = pa.schema([(SUB, pa.int64(), False), ("bits", pa.binary(), False),
+                                 ("disagreements", pa.int64(), False)])
 INVERTED = T.StructType([T.StructField(SUB, T.LongType(), False), T.StructField("x", T.IntegerType(), False),
                          T.StructField("y", T.IntegerType(), False)])
 
@@ -106,26 +117,97 @@ def reference_ranks(notifications: DataFrame) -> DataFrame:
     return notifications.sparkSession.createDataFrame(ranked, RANKS)
 
 
-def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0) -> CheckResult:
+def _bits(index: np.ndarray, width: int, rows: np.ndarray | None = None, nrows: int = 1) -> np.ndarray:
+    """Return an (nrows, width) uint8 bit matrix with bit `index` set in row `rows` (bit i: byte i >> 3)."""
+    out = np.zeros(nrows * width, dtype=np.uint8)
+    at = index >> 3 if rows is None else rows * width + (index >> 3)
+    np.bitwise_or.at(out, at, (1 << (index & 7)).astype(np.uint8))    # flat: faster than a 2-d index
+    return out.reshape(nrows, width)
+
+
+CHUNK_BYTES = 1 << 26     # bit rows gathered at once in a disagreement task
+
+
+def _disagreement_task(has_bc, subs_bc, ranks: int, chunk_bytes: int):
+    """Return a mapInArrow task: inverted rows (sub, x, y), whole (x, y) groups -> per subscriber the
+    subscribers it disagrees with (a bit row) and, on the first row, the disagreements counted."""
+    def task(batches):
+        has, subs = has_bc.value, subs_bc.value         # has[rank]: bit row of the subscribers notified
+        width = has.shape[1]
+        cols = [(b.column(0).to_numpy(), b.column(1).to_numpy(), b.column(2).to_numpy()) for b in batches]
+        if not cols:
+            return
+        sub = np.searchsorted(subs, np.concatenate([c[0] for c in cols]))
+        x, y = (np.concatenate([c[i] for c in cols]).astype(np.int64) for i in (1, 2))
+        pair = x * ranks + y
+        order = np.argsort(pair, kind="stable")
+        sub, pair = sub[order], pair[order]
+        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        ends = np.r_[starts[1:], len(pair)]
+        seen = np.zeros((len(subs), width), dtype=np.uint8)    # seen[s]: the subscribers s disagrees with
+        disagreements = 0
+        step, lo = max(1, chunk_bytes // width), 0
+        while lo < len(starts):          # pairs lo:hi, rows a:b: at most `step` rows unless one pair has more
+            hi = max(lo + 1, int(np.searchsorted(ends, starts[lo] + step, side="right")))
+            a, b = starts[lo], ends[hi - 1]
+            px, py = np.divmod(pair[starts[lo:hi]], ranks)
+            both = has[px] & has[py]                           # notified of both events of the pair
+            k = ends[lo:hi] - starts[lo:hi]                    # inverters of the pair
+            disagreements += int((k * (np.bitwise_count(both).sum(axis=1, dtype=np.int64) - k)).sum())
+            local = np.repeat(np.arange(hi - lo), k)
+            others = both & ~_bits(sub[a:b], width, local, hi - lo)   # notified of both, not inverting
+            by_sub = np.argsort(sub[a:b], kind="stable")
+            s = sub[a:b][by_sub]
+            first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+            seen[s[first]] |= np.bitwise_or.reduceat(others[local[by_sub]], first, axis=0)
+            lo = hi
+        rows = np.flatnonzero(seen.any(axis=1))
+        count = np.zeros(max(len(rows), 1), dtype=np.int64)
+        count[0] = disagreements
+        bits = pa.array([seen[r].tobytes() for r in rows] or [b""], pa.binary())
+        yield pa.RecordBatch.from_arrays([pa.array(rows if len(rows) else [-1], pa.int64()), bits,
+                                          pa.array(count)], schema=DISAGREEMENTS_ARROW)
+    return task
+
+
+def pairs_in_either(seen: np.ndarray, block: int = 4096) -> int:
+    """Return how many unordered pairs {s, t} have bit t of row s or bit s of row t set (diagonal clear)."""
+    n = seen.shape[0]
+    total = 0
+    for i in range(0, n, block):
+        mine = np.unpackbits(seen[i:i + block], axis=1, count=n, bitorder="little")
+        theirs = np.unpackbits(seen[:, i // 8:(i + block) // 8], axis=1, count=min(block, n - i),
+                               bitorder="little").T
+        total += int(np.count_nonzero(mine | theirs))
+    return total // 2
+
+
+def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
+              chunk_bytes: int = CHUNK_BYTES) -> CheckResult:
     """Check TNO on `notifications_frame` rows (sub, event, pos, at), each event at most once per subscriber.
 
     `subscribers` counts every subscriber, those notified of nothing included (they form pairs too).
+    `chunk_bytes` bounds the bit rows a task gathers at once (tests make it tiny).
     """
+    spark = notifications.sparkSession
     held = (notifications.join(F.broadcast(reference_ranks(notifications)), EVENT)
             .select(SUB, POS, RANK).localCheckpoint())
-    inverted = inverted_frame(held).localCheckpoint()
-    # per pair {x, y} that someone inverts: the subscribers notified of both, and whether each inverts it
-    pairs = inverted.groupBy("x", "y").agg(F.count("*").alias("k"))
-    has = held.select(F.col(SUB).alias("t"), F.col(RANK))
-    both = (pairs.select("x", "y").join(has.withColumnRenamed(RANK, "x"), "x")
-            .join(has.withColumnRenamed(RANK, "y"), ["y", "t"], "left_semi").localCheckpoint())
-    # a subscriber that inverts a pair disagrees on it with each one notified of both that does not
-    count = (both.groupBy("x", "y").agg(F.count("*").alias("both")).join(pairs, ["x", "y"])
-             .agg(F.sum(F.col("k") * (F.col("both") - F.col("k"))).alias("inverted")).first())
-    others = both.join(inverted.withColumnRenamed(SUB, "t"), ["t", "x", "y"], "left_anti")
-    violating = (inverted.join(others, ["x", "y"])
-                 .select(F.least(SUB, "t").alias("a"), F.greatest(SUB, "t").alias("b")).distinct().count())
-    for frame in (held, inverted, both):
-        frame.unpersist()
-    return CheckResult(subscribers * (subscribers - 1) // 2, int(violating), int(count["inverted"] or 0),
-                       undelivered)
+    table = held.select(SUB, RANK).toArrow()
+    sub, rank = table.column(SUB).to_numpy(), table.column(RANK).to_numpy().astype(np.int64)
+    subs = np.unique(sub)
+    ranks = int(rank.max()) + 1 if len(rank) else 0
+    # has[r]: the subscribers notified of the event ranked r, one bit each (the task's side input)
+    has = _bits(np.searchsorted(subs, sub), (len(subs) + 7) // 8, rank, ranks)
+    has_bc, subs_bc = spark.sparkContext.broadcast(has), spark.sparkContext.broadcast(subs)
+    inverted = inverted_frame(held).repartition("x", "y")
+    task = _disagreement_task(has_bc, subs_bc, ranks, chunk_bytes)
+    got = inverted.mapInArrow(task, DISAGREEMENTS).toArrow()
+    seen = np.zeros_like(has, shape=(len(subs), has.shape[1]))
+    for r, bits in zip(got.column(SUB).to_pylist(), got.column("bits").to_pylist()):
+        if r >= 0:                                   # -1: a task's count with nobody disagreeing
+            seen[r] |= np.frombuffer(bits, dtype=np.uint8)
+    held.unpersist()
+    for bc in (has_bc, subs_bc):
+        bc.destroy()
+    return CheckResult(subscribers * (subscribers - 1) // 2, pairs_in_either(seen),
+                       int(got.column("disagreements").to_numpy().sum()), undelivered)
