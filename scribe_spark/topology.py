@@ -68,13 +68,15 @@ class Proximity:
         return np.where(a == b, 0.0, d)
 
     def nearest(self, queries: np.ndarray, candidates: np.ndarray,
-                sites: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                sites: tuple[np.ndarray, np.ndarray] | None = None,
+                tree: cKDTree | None = None) -> np.ndarray:
         """Return, for each query node, the candidate node closest to it.
 
         Ties are broken deterministically (coordinate models: first in `candidates`;
         site models: lowest site, then first in `candidates`). A query is never its own
-        answer unless it is the only candidate. `sites` may pass `candidate_sites(candidates)`
-        computed once for candidates searched many times.
+        answer unless it is the only candidate. For candidates searched many times, `sites`
+        may pass `candidate_sites(candidates)` (site models) and `tree` a
+        `cKDTree(coords[candidates])` (coordinate models), made once.
         """
         queries = np.asarray(queries, dtype=np.int64)
         candidates = np.asarray(candidates, dtype=np.int64)
@@ -83,7 +85,7 @@ class Proximity:
         if self.coords is not None:
             if len(candidates) * len(queries) <= 20_000:
                 return _nearest_brute(self, queries, candidates)
-            tree = cKDTree(self.coords[candidates])
+            tree = cKDTree(self.coords[candidates]) if tree is None else tree
             _, j = tree.query(self.coords[queries], k=2)
             first = candidates[j[:, 0]]
             return np.where(first == queries, candidates[j[:, 1]], first)

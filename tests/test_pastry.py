@@ -139,6 +139,22 @@ def test_site_model_neighborhood_sets_match_brute_force(n, model, nbr, site_list
         assert row.tolist() == order[order != q][:m].tolist()
 
 
+@pytest.mark.parametrize("model", ["plane", "sphere"])
+def test_cached_class_trees_give_the_same_routing_tables(model, monkeypatch):
+    # classes of 64+ nodes stand in for the 65,536-node ones of 1M+ rings: on 20,000 nodes rows 0
+    # and 1 keep their trees across batches (and a row-1 class must not get the row-0 tree of the
+    # class it starts at)
+    ring = small_ring(20_000, model=model, seed=4)
+    batches = [ring.order[i:i + 2000] for i in (0, 2000, 9000)]
+    monkeypatch.setattr(kernels, "CACHED_TREE_MIN", 1 << 40)
+    fresh = [kernels.routing_tables(ring, b) for b in batches]
+    monkeypatch.setattr(kernels, "CACHED_TREE_MIN", 64)
+    cached = [kernels.routing_tables(ring, b) for b in batches]
+    assert kernels._cached(ring, "class_trees", dict)          # trees were kept
+    for f, c in zip(fresh, cached):
+        assert all(np.array_equal(x, y) for x, y in zip(f, c))
+
+
 def test_small_ring_leaf_set_holds_everyone(spark):
     ring = small_ring(5)
     o = ov.build_overlay(spark, ring, "proximity")

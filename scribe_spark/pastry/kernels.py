@@ -9,12 +9,16 @@ import uuid
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from scribe_spark import ids, topology
 from scribe_spark.topology import Proximity
 
 FLAT_CLASS_MAX = 256        # prefix classes up to this size use the flat pair search
 FLAT_PAIRS_PER_CHUNK = 4_000_000
+# coordinate models: prefix classes at least this large keep their k-d tree for the process (else
+# every batch rebuilt trees over all N nodes for row 0 alone, a cost per batch growing with N)
+CACHED_TREE_MIN = 1 << 16
 
 # routing rule that produced a hop (SPEC section 2): 0 delivered here, 1 leaf set, 2 table, 3 rare case
 DELIVERED, LEAF, TABLE, RARE = 0, 1, 2, 3
@@ -107,6 +111,7 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     by_delay = topology.sites_by_delay(prox.site_delay)
     is_occupied = np.zeros(len(prox.site_delay), dtype=bool)
     is_occupied[occupied] = True
+    per_site = np.diff(starts)                  # members of each occupied site
     order = np.argsort(qsite, kind="stable")
     sites, first = np.unique(qsite[order], return_index=True)
     for s, queries in zip(sites.tolist(), np.split(order, first[1:])):
@@ -118,9 +123,9 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
         # the nearest sites' members, in that order, as far as the first m + 1 (a node's own set is
         # these without itself: the first m others); growing with N/sites per site, not per node
         k = np.searchsorted(occupied, near[:64])
-        if (starts[k + 1] - starts[k]).sum() < m + 1:   # sparse sites: look further
+        if per_site[k].sum() < m + 1:   # sparse sites: look further
             k = np.searchsorted(occupied, near)
-        enough = int(np.searchsorted(np.cumsum(starts[k + 1] - starts[k]), m + 1)) + 1
+        enough = int(np.searchsorted(np.cumsum(per_site[k]), m + 1)) + 1
         cand = np.concatenate([members[starts[j]:starts[j + 1]] for j in k[:enough]])[:m + 1]
         for q in queries.tolist():
             out[q] = cand[cand != nodes[q]][:m].astype(np.int64)
@@ -218,6 +223,7 @@ def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
         bi = bi[np.argsort(start[bi], kind="stable")]
         cuts = np.flatnonzero(np.diff(start[bi])) + 1
         sites = _cached(ring, "class_sites", dict) if ring.prox.site is not None else None
+        trees = _cached(ring, "class_trees", dict) if ring.prox.coords is not None else None
         for members in np.split(bi, cuts):
             for c in range(cols):
                 s, e = bounds[members[0], c], bounds[members[0], c + 1]
@@ -230,7 +236,12 @@ def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
                         if known is None:
                             found = ring.prox.candidate_sites(cand)
                             known = sites[(s, e)] = (found[0].astype(np.int32), found[1].astype(np.int32))
-                    out[q, c] = ring.prox.nearest(nodes[q], cand, known)
+                    tree = None
+                    if trees is not None and e - s >= CACHED_TREE_MIN:   # row 0's classes at 1M+ nodes
+                        tree = trees.get((s, e))
+                        if tree is None:
+                            tree = trees[(s, e)] = cKDTree(ring.prox.coords[cand])
+                    out[q, c] = ring.prox.nearest(nodes[q], cand, known, tree)
     # small classes: all (query, class member) pairs at once, grouped argmin per digit
     small = np.flatnonzero(~big)
     if len(small):
