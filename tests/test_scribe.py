@@ -2,6 +2,7 @@
 import hashlib
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scribe_spark import ids, topology
@@ -85,8 +86,7 @@ def test_tree_shape_oracle_passes_the_superstep_trees(world):
 
 
 def test_tree_shape_oracle_finds_each_kind_of_broken_tree():
-    """Hand-built trees for two topics on 40 nodes; each break is found by its own check."""
-    import pandas as pd
+    """Hand-built trees for two topics on 40 nodes; each break is found (with what follows from it)."""
     rng = np.random.default_rng(3)
     hi, lo = ids.random_ids(40, rng)
     ring = Ring(hi, lo, 4, 16, 32, topology.plane(40, rng))
@@ -110,6 +110,10 @@ def test_tree_shape_oracle_finds_each_kind_of_broken_tree():
     cycle.loc[5, "dst"] = d                                   # topic 1: d -> e -> f -> d
     assert faults(cycle) == {"unreached": 3}
     assert faults(with_edges((0, a, c))) == {"two_parents": 1}
+    assert faults(with_edges((0, a, c), (0, a, root[0]))) == {"two_parents": 1}   # counted per node
+    assert faults(with_edges((0, a, b))) == {}                                     # a repeated edge
+    assert faults(with_edges((1, g, 40))) == {"bad_ids": 1}                         # no node 40
+    assert faults(st=np.append(sub_t, 1), sn=np.append(sub_n, -1)) == {"bad_ids": 1}
     assert faults(with_edges((1, root[1], g))) == {"root_has_parent": 1, "unreached": 4}
     assert faults(good.drop(index=1)) == {"unreached": 1}     # b lost its parent: a ends at b
     assert faults(st=np.append(sub_t, 0), sn=np.append(sub_n, h)) == {"missing_subscribers": 1,

@@ -11,22 +11,26 @@ once, from the side that inverts it. Per pair {x, y} that k subscribers invert a
 notified of (both events), the disagreements number k (b - k); the violating subscriber pairs are
 the distinct (inverter, non-inverter notified of both) pairs over all such {x, y}.
 
-Neither is listed. Each event's subscribers are one row of bits (`has`, events x subscribers / 8
-bytes, broadcast once). The inverted pairs are grouped by {x, y} over Spark tasks; a task finds
-b as the bits of has[x] & has[y], and ORs has[x] & has[y] & ~inverters into a bit row per
-inverter (the subscribers it disagrees with). The driver ORs the tasks' rows and counts the
-pairs set in either direction. The work is the notifications, the inverted pairs, and per
-inverted pair and per inverter one bit row; when TNO holds, only the notifications. Memory:
-`has` in each Python worker, subscribers² / 8 bytes in each task and the driver.
+Neither is listed. Each event's subscribers are one row of bits (`has`, events × subscribers / 8
+bytes, made on the driver from the collected notifications and broadcast once). The inverted
+pairs are grouped by {x, y} over Spark tasks; a task finds b as the bits of has[x] & has[y], and
+ORs has[x] & has[y] & ~inverters into a bit row per inverter (the subscribers it disagrees with).
+The driver ORs the tasks' rows and counts the pairs set in either direction. Work: the
+notifications, the inverted pairs, and per inverted pair and per inverter one bit row; when TNO
+holds, the notifications and `has` only. Memory: `has` on the driver and in each Python worker;
+per task a few arrays of up to `CHUNK_BYTES` and subscribers² / 8 bytes; on the driver up to
+(tasks + 1) × subscribers² / 8 bytes.
 `reference.pairwise_order` is the direct comparison the tests check this against.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark import Broadcast
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -117,27 +121,27 @@ def reference_ranks(notifications: DataFrame) -> DataFrame:
     return notifications.sparkSession.createDataFrame(ranked, RANKS)
 
 
-def _bits(index: np.ndarray, width: int, rows: np.ndarray | None = None, nrows: int = 1) -> np.ndarray:
-    """Return an (nrows, width) uint8 bit matrix with bit `index` set in row `rows` (bit i: byte i >> 3)."""
+def _bits(index: np.ndarray, width: int, rows: np.ndarray, nrows: int) -> np.ndarray:
+    """Return an (nrows, width) uint8 bit matrix with bit index[i] set in row rows[i] (bit j: byte j >> 3)."""
     out = np.zeros(nrows * width, dtype=np.uint8)
-    at = index >> 3 if rows is None else rows * width + (index >> 3)
-    np.bitwise_or.at(out, at, (1 << (index & 7)).astype(np.uint8))    # flat: faster than a 2-d index
+    np.bitwise_or.at(out, rows * width + (index >> 3), (1 << (index & 7)).astype(np.uint8))  # flat: faster
     return out.reshape(nrows, width)
 
 
-CHUNK_BYTES = 1 << 26     # bit rows gathered at once in a disagreement task
+CHUNK_BYTES = 1 << 26     # bytes of bit rows a disagreement task gathers at once (it holds a few such arrays)
 
 
-def _disagreement_task(has_bc, subs_bc, ranks: int, chunk_bytes: int):
+def _disagreement_task(has_bc: Broadcast, subs_bc: Broadcast, ranks: int,
+                       chunk_bytes: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Return a mapInArrow task: inverted rows (sub, x, y), whole (x, y) groups -> per subscriber the
     subscribers it disagrees with (a bit row) and, on the first row, the disagreements counted."""
-    def task(batches):
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         has, subs = has_bc.value, subs_bc.value         # has[rank]: bit row of the subscribers notified
         width = has.shape[1]
         cols = [(b.column(0).to_numpy(), b.column(1).to_numpy(), b.column(2).to_numpy()) for b in batches]
-        if not cols:
+        sub = np.searchsorted(subs, np.concatenate([c[0] for c in cols] or [np.empty(0, np.int64)]))
+        if not len(sub):
             return
-        sub = np.searchsorted(subs, np.concatenate([c[0] for c in cols]))
         x, y = (np.concatenate([c[i] for c in cols]).astype(np.int64) for i in (1, 2))
         pair = x * ranks + y
         order = np.argsort(pair, kind="stable")
@@ -162,23 +166,42 @@ def _disagreement_task(has_bc, subs_bc, ranks: int, chunk_bytes: int):
             seen[s[first]] |= np.bitwise_or.reduceat(others[local[by_sub]], first, axis=0)
             lo = hi
         rows = np.flatnonzero(seen.any(axis=1))
-        count = np.zeros(max(len(rows), 1), dtype=np.int64)
-        count[0] = disagreements
-        bits = pa.array([seen[r].tobytes() for r in rows] or [b""], pa.binary())
-        yield pa.RecordBatch.from_arrays([pa.array(rows if len(rows) else [-1], pa.int64()), bits,
-                                          pa.array(count)], schema=DISAGREEMENTS_ARROW)
+        yield pa.RecordBatch.from_arrays([pa.array([-1], pa.int64()), pa.array([b""], pa.binary()),
+                                          pa.array([disagreements], pa.int64())], schema=DISAGREEMENTS_ARROW)
+        per_batch = max(1, (1 << 30) // width)                # binary offsets are 32-bit: < 2 GiB a batch
+        for i in range(0, len(rows), per_batch):
+            r = rows[i:i + per_batch]
+            columns = [pa.array(r, pa.int64()), _fixed_binary(seen[r]), pa.array(np.zeros(len(r), np.int64))]
+            yield pa.RecordBatch.from_arrays(columns, schema=DISAGREEMENTS_ARROW)
     return task
+
+
+def _fixed_binary(rows: np.ndarray) -> pa.BinaryArray:
+    """Return the rows of a 2-d uint8 array as an Arrow binary array, one value per row."""
+    offsets = np.arange(len(rows) + 1, dtype=np.int32) * rows.shape[1]
+    return pa.BinaryArray.from_buffers(pa.binary(), len(rows), [None, pa.py_buffer(offsets),
+                                                                pa.py_buffer(np.ascontiguousarray(rows))])
+
+
+def _binary_rows(values: pa.BinaryArray, width: int) -> np.ndarray:
+    """Return a binary array's values (each empty or `width` bytes) as the rows of a 2-d uint8 array."""
+    _, offsets, data = values.buffers()
+    offs = np.frombuffer(offsets, dtype=np.int32)[values.offset:values.offset + len(values) + 1]
+    if data is None or offs[-1] == offs[0]:
+        return np.empty((0, width), dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[offs[0]:offs[-1]].reshape(-1, width)
 
 
 def pairs_in_either(seen: np.ndarray, block: int = 4096) -> int:
     """Return how many unordered pairs {s, t} have bit t of row s or bit s of row t set (diagonal clear)."""
     n = seen.shape[0]
+    block = -(-block // 8) * 8                  # whole bytes of columns per block
     total = 0
     for i in range(0, n, block):
-        mine = np.unpackbits(seen[i:i + block], axis=1, count=n, bitorder="little")
-        theirs = np.unpackbits(seen[:, i // 8:(i + block) // 8], axis=1, count=min(block, n - i),
-                               bitorder="little").T
-        total += int(np.count_nonzero(mine | theirs))
+        cols = np.unpackbits(seen[:, i // 8:(i + block) // 8], axis=1, count=min(block, n - i),
+                             bitorder="little")
+        theirs = np.packbits(cols.T, axis=1, bitorder="little")     # rows i:i + block of the transpose
+        total += int(np.bitwise_count(seen[i:i + block] | theirs).sum())
     return total // 2
 
 
@@ -203,11 +226,12 @@ def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
     task = _disagreement_task(has_bc, subs_bc, ranks, chunk_bytes)
     got = inverted.mapInArrow(task, DISAGREEMENTS).toArrow()
     seen = np.zeros_like(has, shape=(len(subs), has.shape[1]))
-    for r, bits in zip(got.column(SUB).to_pylist(), got.column("bits").to_pylist()):
-        if r >= 0:                                   # -1: a task's count with nobody disagreeing
-            seen[r] |= np.frombuffer(bits, dtype=np.uint8)
+    for batch in got.to_batches():
+        r = batch.column(0).to_numpy()
+        np.bitwise_or.at(seen, r[r >= 0], _binary_rows(batch.column(1), seen.shape[1]))   # -1: no bits
     held.unpersist()
     for bc in (has_bc, subs_bc):
         bc.destroy()
-    return CheckResult(subscribers * (subscribers - 1) // 2, pairs_in_either(seen),
+    violating = pairs_in_either(seen) if seen.any() else 0
+    return CheckResult(subscribers * (subscribers - 1) // 2, violating,
                        int(got.column("disagreements").to_numpy().sum()), undelivered)
