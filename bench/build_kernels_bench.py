@@ -1,9 +1,11 @@
-"""Transit-stub state build kernels per batch: this tree against an older one, same rings, same output.
+"""State build kernels per batch: this tree against an older one, same rings, same output.
 
     .venv/bin/python bench/build_kernels_bench.py [--sizes 300000 1000000 2000000] [--chunk 20000]
                                                   [--chunks 3] [--baseline DIR] [--ring-ranges]
+                                                  [--proximity transit-stub|plane]
 
-For the S1 rings (transit-stub network of 5,050 routers, b=4, |L|=16, |M|=32, seed 1) it builds
+For the S1 rings (transit-stub network of 5,050 routers, or with `--proximity plane` the plane
+model; b=4, |L|=16, |M|=32, seed 1) it builds
 the routing tables and neighborhood sets of `chunks` random batches of `chunk` nodes (a state-build
 batch, as one Python worker sees them one after the other; with `--ring-ranges` consecutive ring
 positions, as the build's tasks take them) and reports seconds per batch, and of them the
@@ -21,11 +23,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool) -> None:
+def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool, proximity: str) -> None:
     """Measure in this process with `tree` first on sys.path; print one JSON line."""
     sys.path.insert(0, tree)
     import numpy as np
@@ -34,8 +37,12 @@ def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool) -> None
     from scribe_spark.pastry import kernels
     from scribe_spark.workloads.network import make_ring, shared_network
     p = ScribeParams()
-    routers, _ = shared_network(p, p.seed)
-    ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
+    if proximity == "plane":
+        routers, model = None, SimpleNamespace(proximity="plane", b=p.b, leaf_set=p.leaf_set,
+                                               neighborhood=p.neighborhood)
+    else:
+        (routers, _), model = shared_network(p, p.seed), p
+    ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
     perm = np.random.default_rng(0).permutation(n)
     digest, seconds, nbr_seconds = hashlib.sha256(), [], []
     for k in range(chunks):
@@ -55,7 +62,8 @@ def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool) -> None
 
 def measure(tree: Path, n: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", str(tree), "--sizes", str(n), "--chunk", str(args.chunk),
-           "--chunks", str(args.chunks)] + (["--ring-ranges"] if args.ring_ranges else [])
+           "--chunks", str(args.chunks), "--proximity", args.proximity]
+    cmd += ["--ring-ranges"] if args.ring_ranges else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -67,10 +75,11 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=3)
     ap.add_argument("--baseline", type=Path, help="an older source tree to compare with")
     ap.add_argument("--ring-ranges", action="store_true", help="batches of consecutive ring positions")
+    ap.add_argument("--proximity", choices=["transit-stub", "plane"], default="transit-stub")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.child, args.sizes[0], args.chunk, args.chunks, args.ring_ranges)
+        return child(args.child, args.sizes[0], args.chunk, args.chunks, args.ring_ranges, args.proximity)
     trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     print(f"| N | tree | seconds per batch of {args.chunk:,} (batch 1, 2, ...) | mean of batches 2+ "
           "| of which neighborhood sets |")
