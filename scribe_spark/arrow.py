@@ -33,7 +33,7 @@ def pa_type(dt: T.DataType) -> pa.DataType:
     if isinstance(dt, T.ArrayType):
         return pa.list_(pa.field("element", pa_type(dt.elementType), dt.containsNull))
     return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
-            T.BooleanType(): pa.bool_(), T.StringType(): pa.string()}[dt]
+            T.BooleanType(): pa.bool_(), T.StringType(): pa.string(), T.BinaryType(): pa.binary()}[dt]
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:

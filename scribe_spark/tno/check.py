@@ -35,6 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from scribe_spark.arrow import arrow_schema
+
 SUB, EVENT, POS, AT, RANK = "sub", "event", "pos", "at", "rank"
 NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField(EVENT, T.LongType(), False),
@@ -44,8 +46,7 @@ RANKS = T.StructType([T.StructField(EVENT, T.LongType(), False), T.StructField(R
 DISAGREEMENTS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField("bits", T.BinaryType(), False),
                               T.StructField("disagreements", T.LongType(), False)])
-DISAGREEMENTS_ARROW = pa.schema([(SUB, pa.int64(), False), ("bits", pa.binary(), False),
-                                 ("disagreements", pa.int64(), False)])
+DISAGREEMENTS_ARROW = arrow_schema(DISAGREEMENTS)
 INVERTED = T.StructType([T.StructField(SUB, T.LongType(), False), T.StructField("x", T.IntegerType(), False),
                          T.StructField("y", T.IntegerType(), False)])
 
