@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,15 +32,13 @@ def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool, proximi
     sys.path.insert(0, tree)
     import numpy as np
 
-    from scribe_spark.config import ScribeParams
+    from scribe_spark.config import AnyProximity, ScribeParams
     from scribe_spark.pastry import kernels
     from scribe_spark.workloads.network import make_ring, shared_network
     p = ScribeParams()
-    if proximity == "plane":
-        routers, model = None, SimpleNamespace(proximity="plane", b=p.b, leaf_set=p.leaf_set,
-                                               neighborhood=p.neighborhood)
-    else:
-        (routers, _), model = shared_network(p, p.seed), p
+    model = AnyProximity(proximity=proximity, b=p.b, leaf_set=p.leaf_set, neighborhood=p.neighborhood,
+                         topology=p.topology)    # S1's Pastry keys; the plane model has no routers
+    routers, _ = shared_network(model, p.seed)
     ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
     perm = np.random.default_rng(0).permutation(n)
     digest, seconds, nbr_seconds = hashlib.sha256(), [], []

@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -52,7 +51,7 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     from pyspark.sql import functions as F
 
     from scribe_spark import ids
-    from scribe_spark.config import ScribeParams
+    from scribe_spark.config import AnyProximity, ScribeParams
     from scribe_spark.pastry import overlay as ov
     from scribe_spark.reference.closest import checked_lookups
     from scribe_spark.reference.tree_shape import tree_faults
@@ -68,11 +67,9 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext
     p = ScribeParams(nodes=n)
-    if proximity == "plane":     # S1's Pastry keys on the plane model instead of the transit-stub network
-        routers, model = None, SimpleNamespace(proximity="plane", b=p.b, leaf_set=p.leaf_set,
-                                               neighborhood=p.neighborhood)
-    else:
-        (routers, _), model = shared_network(p, p.seed), p
+    model = AnyProximity(proximity=proximity, b=p.b, leaf_set=p.leaf_set, neighborhood=p.neighborhood,
+                         topology=p.topology)    # S1's Pastry keys; the plane model has no routers
+    routers, _ = shared_network(model, p.seed)
     ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
     out = {"n": n, "app": sc.applicationId, "proximity": proximity}
 
