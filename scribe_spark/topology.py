@@ -67,16 +67,22 @@ class Proximity:
         d = self.site_delay[self.site[a], self.site[b]].astype(np.float64) + 2.0 * self.lan
         return np.where(a == b, 0.0, d)
 
+    def search_index(self, candidates: np.ndarray) -> cKDTree | tuple[np.ndarray, np.ndarray]:
+        """Return `candidates` prepared for many `nearest` searches: a k-d tree, or their sites."""
+        candidates = np.asarray(candidates, dtype=np.int64)
+        if self.coords is not None:
+            return cKDTree(self.coords[candidates])
+        sites, first = self.candidate_sites(candidates)
+        return sites.astype(np.int32), first.astype(np.int32)
+
     def nearest(self, queries: np.ndarray, candidates: np.ndarray,
-                sites: tuple[np.ndarray, np.ndarray] | None = None,
-                tree: cKDTree | None = None) -> np.ndarray:
+                index: cKDTree | tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Return, for each query node, the candidate node closest to it.
 
         Ties are broken deterministically (coordinate models: first in `candidates`;
         site models: lowest site, then first in `candidates`). A query is never its own
-        answer unless it is the only candidate. For candidates searched many times, `sites`
-        may pass `candidate_sites(candidates)` (site models) and `tree` a
-        `cKDTree(coords[candidates])` (coordinate models), made once.
+        answer unless it is the only candidate. For candidates searched many times, `index`
+        may pass `search_index(candidates)`, made once.
         """
         queries = np.asarray(queries, dtype=np.int64)
         candidates = np.asarray(candidates, dtype=np.int64)
@@ -85,13 +91,13 @@ class Proximity:
         if self.coords is not None:
             if len(candidates) * len(queries) <= 20_000:
                 return _nearest_brute(self, queries, candidates)
-            tree = cKDTree(self.coords[candidates]) if tree is None else tree
+            tree = cKDTree(self.coords[candidates]) if index is None else index
             _, j = tree.query(self.coords[queries], k=2)
             first = candidates[j[:, 0]]
             return np.where(first == queries, candidates[j[:, 1]], first)
         # site model: reduce candidates to one per site (the first), then the closest candidate
         # site per query site (ties: lowest site)
-        csites, first_idx = self.candidate_sites(candidates) if sites is None else sites
+        csites, first_idx = self.candidate_sites(candidates) if index is None else index
         qsites, qinv = np.unique(self.site[queries], return_inverse=True)
         ans = candidates[first_idx[self.closest_sites(qsites, csites)]][qinv]
         clash = ans == queries

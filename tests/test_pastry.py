@@ -150,7 +150,7 @@ def test_cached_class_trees_give_the_same_routing_tables(model, monkeypatch):
     fresh = [kernels.routing_tables(ring, b) for b in batches]
     monkeypatch.setattr(kernels, "CACHED_TREE_MIN", 64)
     cached = [kernels.routing_tables(ring, b) for b in batches]
-    assert kernels._cached(ring, "class_trees", dict)          # trees were kept
+    assert kernels._cached(ring, "class_index", dict)          # trees were kept
     for f, c in zip(fresh, cached):
         assert all(np.array_equal(x, y) for x, y in zip(f, c))
 

@@ -17,7 +17,8 @@ from scribe_spark.topology import Proximity
 FLAT_CLASS_MAX = 256        # prefix classes up to this size use the flat pair search
 FLAT_PAIRS_PER_CHUNK = 4_000_000
 # coordinate models: prefix classes at least this large keep their k-d tree for the process (else
-# every batch rebuilt trees over all N nodes for row 0 alone, a cost per batch growing with N)
+# every batch rebuilt trees over all N nodes for row 0 alone, a cost per batch growing with N);
+# smaller ones are not kept, as their trees together would hold N points per row
 CACHED_TREE_MIN = 1 << 16
 
 # routing rule that produced a hop (SPEC section 2): 0 delivered here, 1 leaf set, 2 table, 3 rare case
@@ -94,7 +95,6 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
         return [np.empty(0, dtype=np.int64) for _ in nodes]
     prox = ring.prox
     if prox.coords is not None:
-        from scipy.spatial import cKDTree
         tree = _cached(ring, "nbr_tree", lambda: cKDTree(prox.coords))
         _, j = tree.query(prox.coords[nodes], k=m + 1)
         j = np.asarray(j).reshape(len(nodes), m + 1)
@@ -222,26 +222,22 @@ def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
         bi = np.flatnonzero(big)
         bi = bi[np.argsort(start[bi], kind="stable")]
         cuts = np.flatnonzero(np.diff(start[bi])) + 1
-        sites = _cached(ring, "class_sites", dict) if ring.prox.site is not None else None
-        trees = _cached(ring, "class_trees", dict) if ring.prox.coords is not None else None
+        # each class's search index, made once per process: site models keep every class's sites,
+        # coordinate models only the k-d trees of classes at least CACHED_TREE_MIN large
+        indexes = _cached(ring, "class_index", dict)
+        index_min = CACHED_TREE_MIN if ring.prox.coords is not None else 2
         for members in np.split(bi, cuts):
             for c in range(cols):
                 s, e = bounds[members[0], c], bounds[members[0], c + 1]
                 q = members[own[members] != c]
                 if e > s and len(q):
                     cand = ring.order[s:e]
-                    known = None
-                    if sites is not None and e - s > 1:   # each class's sites, found once per process
-                        known = sites.get((s, e))
-                        if known is None:
-                            found = ring.prox.candidate_sites(cand)
-                            known = sites[(s, e)] = (found[0].astype(np.int32), found[1].astype(np.int32))
-                    tree = None
-                    if trees is not None and e - s >= CACHED_TREE_MIN:   # row 0's classes at 1M+ nodes
-                        tree = trees.get((s, e))
-                        if tree is None:
-                            tree = trees[(s, e)] = cKDTree(ring.prox.coords[cand])
-                    out[q, c] = ring.prox.nearest(nodes[q], cand, known, tree)
+                    index = None
+                    if e - s >= index_min:
+                        index = indexes.get((s, e))
+                        if index is None:
+                            index = indexes[(s, e)] = ring.prox.search_index(cand)
+                    out[q, c] = ring.prox.nearest(nodes[q], cand, index)
     # small classes: all (query, class member) pairs at once, grouped argmin per digit
     small = np.flatnonzero(~big)
     if len(small):
