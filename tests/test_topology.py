@@ -38,6 +38,8 @@ def test_nearest_matches_brute_force(model):
     queries = rng.choice(n, 300, replace=False)
     for cands in (rng.choice(n, 40, replace=False), rng.choice(n, 2500, replace=False)):
         got = p.nearest(queries, cands)
+        # a prepared index (as kept for the state build's large classes) answers the same
+        assert np.array_equal(p.nearest(queries, cands, p.search_index(cands)), got)
         for q, g in zip(queries, got):
             others = cands[cands != q]
             best = p.dist(np.full(len(others), q), others).min()
