@@ -91,13 +91,13 @@ class Proximity:
         if self.coords is not None:
             if len(candidates) * len(queries) <= 20_000:
                 return _nearest_brute(self, queries, candidates)
-            tree = cKDTree(self.coords[candidates]) if index is None else index
+            tree = self.search_index(candidates) if index is None else index
             _, j = tree.query(self.coords[queries], k=2)
             first = candidates[j[:, 0]]
             return np.where(first == queries, candidates[j[:, 1]], first)
         # site model: reduce candidates to one per site (the first), then the closest candidate
         # site per query site (ties: lowest site)
-        csites, first_idx = self.candidate_sites(candidates) if index is None else index
+        csites, first_idx = self.search_index(candidates) if index is None else index
         qsites, qinv = np.unique(self.site[queries], return_inverse=True)
         ans = candidates[first_idx[self.closest_sites(qsites, csites)]][qinv]
         clash = ans == queries

@@ -251,13 +251,20 @@ def _proximity_entries(ring: Ring, nodes, r, bounds, own) -> np.ndarray:
             cand = ring.order[cand_pos]
             keep = cand != nodes[q][qi]
             qi, cand_pos, cand = qi[keep], cand_pos[keep], cand[keep]
+            if len(qi) == 0:
+                continue
             d = ring.prox.dist(nodes[q][qi], cand)
             cd = ids.digit(ring.shi[cand_pos], ring.slo[cand_pos], r, ring.b)
-            o = np.lexsort((cand_pos, d, cd, qi))
-            qi, cd, cand = qi[o], cd[o], cand[o]
-            first = np.ones(len(qi), dtype=bool)
-            first[1:] = (qi[1:] != qi[:-1]) | (cd[1:] != cd[:-1])
-            out[q[qi[first]], cd[first]] = cand[first]
+            # pairs run by query, then ring position, so digit r never decreases within a query's
+            # run: each (query, digit) group is one run, and its pick is the first pair at the
+            # group's least distance (ties: lowest ring position)
+            group = np.ones(len(qi), dtype=bool)
+            group[1:] = (qi[1:] != qi[:-1]) | (cd[1:] != cd[:-1])
+            starts = np.flatnonzero(group)
+            gid = np.cumsum(group) - 1
+            at_min = np.flatnonzero(d == np.minimum.reduceat(d, starts)[gid])
+            pick = at_min[np.r_[True, gid[at_min[1:]] != gid[at_min[:-1]]]]
+            out[q[qi[pick]], cd[pick]] = cand[pick]
     return out
 
 
