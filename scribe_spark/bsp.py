@@ -12,7 +12,8 @@ frame that holds them all (`Split`). `run` owns everything around it:
 - progress: one line per superstep, `<loop> superstep k: M <unit> in flight (t s)`, k from 1,
   logged at INFO on this module's logger (`quiet()` holds the library's lines back in a block);
 - lineage: the next in-flight frame, or a `Split`'s frame, is locally checkpointed (one cut per
-  superstep);
+  superstep), lazily: the count of the messages left is the Spark job that fills the cut, so a
+  superstep costs one job, not two;
 - emissions: each name's frames are unioned over all supersteps and materialized once;
 - static frames a loop joins with each superstep can be made `resident` (cached, partitioned and
   sorted by the join keys) so that only the messages move;
@@ -122,8 +123,8 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
     With `carry`, the frames it spent are released with the in-flight frames, after the
     emissions are materialized.
     """
-    inflight = inflight.localCheckpoint()
-    n = rows(inflight)
+    inflight = inflight.localCheckpoint(eager=False)
+    n = rows(inflight)          # fills the cut
     held = [inflight]
     emitted: dict[str, list[DataFrame]] = {}
     k = 0
@@ -135,7 +136,7 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         t0 = time.time()
         out = step(inflight, k, n)
         if isinstance(out, Split):
-            cut = out.frame.localCheckpoint()
+            cut = out.frame.localCheckpoint(eager=False)
             held.append(cut)
             inflight = out.inflight(cut)
             for name, read in out.emitted.items():
@@ -143,9 +144,9 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         else:
             for name, frame in out.emitted.items():
                 emitted.setdefault(name, []).append(frame)
-            inflight = out.inflight.localCheckpoint()
+            inflight = out.inflight.localCheckpoint(eager=False)
             held.append(inflight)
-        n = rows(inflight)
+        n = rows(inflight)          # the superstep's one job: it fills the cut as it counts
         _log.info(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
     done = {}
     for name, frames in emitted.items():

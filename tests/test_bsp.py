@@ -127,3 +127,15 @@ def test_a_split_step_emits_what_the_plain_step_does_from_one_cut_per_superstep(
     assertDataFrameEqual(split.emitted["steps"], spark.createDataFrame([(k,) for k in range(1, 6)], "k int"))
     # kept: the last cut (it holds what is left) and the two materialized emissions
     assert len(sc._jsc.sc().getRDDStorageInfo()) - before <= 3
+
+
+def test_a_superstep_runs_one_spark_job_its_count_fills_the_cut(spark):
+    sc = spark.sparkContext
+    sc.setJobGroup("one-job-per-superstep", "bsp test")
+    try:
+        out = bsp.run("countdown", spark.createDataFrame([(3,)], "c int"), countdown, 10)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    jobs = sc.statusTracker().getJobIdsForGroup("one-job-per-superstep")
+    # the start's count (it fills the start's cut), one per superstep, the emission's one cut
+    assert out.supersteps == 4 and len(jobs) == 1 + out.supersteps + 1
