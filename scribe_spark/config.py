@@ -290,9 +290,6 @@ class TnoOrderingParams(OnRouters):
     def validate(self) -> None:
         _require_chains(self.chains)
         _require(self.engine in ("process", "spark"), "engine", "must be 'process' or 'spark'", self.engine)
-        _require(self.engine == "process" or not self.loss_sweep, "loss_sweep",
-                 "must be [] with engine = 'spark' (gap recovery runs in the process engine only)",
-                 list(self.loss_sweep))
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})",
                  self.clients)

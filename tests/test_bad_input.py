@@ -79,7 +79,6 @@ CASES = [
     ("tno_ordering", ["--set", "clients=5000"], "key 'clients'"),
     ("tno_ordering", ["--set", "jitter=1.5"], "key 'jitter'"),
     ("tno_ordering", ["--set", "engine=gpu"], "key 'engine'"),
-    ("tno_ordering", ["--set", "engine=spark"], "key 'loss_sweep'"),
     ("tno_ordering", ["--set", "topology.transit_domains=0"], "key 'topology.transit_domains'"),
     ("no_such_job", [], "unknown experiment"),
 ]

@@ -10,6 +10,7 @@ from scribe_spark.tno import replay as rp
 from scribe_spark.tno.dissemination import ROOT_HOP, disseminate, keyed_uniform, start_frame
 from scribe_spark.tno.ordering import Event, Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
+from scribe_spark.tno.simulation import Asking, Gaps
 from tests.helpers import ROOT
 
 
@@ -90,13 +91,40 @@ def test_replay_of_one_subscriber_matches_its_ordering_layer_fed_directly():
     assert [(e, t, o) for e, t, o, _ in late.log] == [(0, 1.0, False), (2, 7.0, True), (1, 9.0, True)]
 
 
+def test_replay_recovers_a_lost_event_as_the_simulation_would():
+    a, b, c = (Event(i, ((0, i + 1),), frozenset([0])) for i in range(3))
+    # b's copy is lost: it reaches nobody, but the ENS would have brought it at 3.0
+    slots = {(0, 1): (0.0, 0), (0, 2): (0.5, 1), (0, 3): (1.0, 2)}
+    reach = {0: 1.0, 1: 3.0, 2: 5.0}
+
+    def recovering(loss: float, key: int = 1) -> rp.Recovering:
+        return rp.Recovering(Gaps(key, loss, 10.0, 100.0), Asking(lambda topic: 4.0), slots,
+                             {0: a, 1: b, 2: c}, {0}, reach)
+    got = recovering(0.0)
+    sub = rp.replay(Subscriber(0, {0}), [(1.0, a), (5.0, c)], None, [], got)
+    # c waits for slot (0, 2); 10 ms later its parent is asked, and b comes back one round trip later
+    assert [(e, t) for e, t, *_ in sub.log] == [(0, 1.0), (1, 19.0), (2, 19.0)]
+    assert (got.asking.messages, got.asking.recovered) == (2, 1)
+    # a request lost (keyed draw): asked again after the timeout
+    def draw(key: int, attempt: int, reply: int) -> float:      # (subscriber 0, slot (0, 2), attempt)
+        return keyed_uniform(key, 0, 0, 2, attempt, reply)
+    key = next(k for k in range(100) if draw(k, 1, 0) < 0.5 <= min(draw(k, 2, 0), draw(k, 2, 1)))
+    again = recovering(0.5, key)
+    sub = rp.replay(Subscriber(0, {0}), [(1.0, a), (5.0, c)], None, [], again)
+    assert [(e, t) for e, t, *_ in sub.log] == [(0, 1.0), (1, 119.0), (2, 119.0)]
+    assert (again.asking.messages, again.asking.recovered) == (3, 1)
+
+
 @pytest.mark.slow
 def test_spark_engine_gives_the_process_engines_table(tiny, tmp_path):
     conf = str(ROOT / "conf" / "tiny" / "tno_ordering.toml")
     assert cli.main("tno_ordering", ["--conf", conf, "--out", str(tmp_path), "--set", "engine=spark",
-                                     "--set", "loss_sweep=[]", "--set", 'chains=["etree"]']) == 0
+                                     "--set", 'chains=["etree"]']) == 0
     spark_rows = pd.read_csv(tmp_path / "tno_ordering" / "ordering.csv")
     process = pd.read_csv(tiny("tno_ordering") / "ordering.csv")
-    process = process[(process.chains == "etree") & (process.scenario != "loss_sweep")].reset_index(drop=True)
-    assert len(spark_rows) == 4 and spark_rows.notifications.min() > 0
+    process = process[process.chains == "etree"].reset_index(drop=True)
+    # the four scenarios, then the loss sweep without and with gap recovery
+    assert len(spark_rows) == 6 and spark_rows.notifications.min() > 0
+    with_recovery = spark_rows[spark_rows.recovery].iloc[0]
+    assert with_recovery.recovered > 0 and with_recovery.lost > 0 and with_recovery.sequencer_resends > 0
     assert spark_rows.to_csv() == process.to_csv()                        # every column, as written

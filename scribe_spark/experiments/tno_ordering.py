@@ -8,8 +8,8 @@ subscription changes during the run, and with an unreliable ENS (loss, TTL, boun
 
 Two engines give the same tables: `process` runs publishers, sequencer, ENS and subscribers in
 one discrete-event simulation; `spark` runs the sequencer there, then the dissemination as
-supersteps down the trees, each subscriber's ordering layer in a grouped Arrow task, and the TNO
-check, in Spark (gap recovery is the process engine's only).
+supersteps down the trees, each subscriber's ordering layer (and its gap recovery) in a grouped
+Arrow task, and the TNO check, in Spark.
 """
 from __future__ import annotations
 
@@ -72,6 +72,8 @@ class Notified:
     out_of_order_tags: int
     lost: int                   # ENS copies lost
     buffering: np.ndarray       # per notification, in subscriber then notification order (ms)
+    recovery_messages: int = 0  # gap recovery's requests and replies
+    recovered: int = 0          # events subscribers got by asking
 
 
 @dataclass
@@ -108,17 +110,24 @@ class SparkENS:
         return out
 
     def notify(self, sim: Simulation, deliveries: DataFrame, fresh: dict[int, Subscriber], changes: dict,
-               ticks: list[float], loss: float, clients: int) -> Notified:
-        """Replay every subscriber over its deliveries and check TNO, in Spark."""
+               ticks: list[float], loss: float, clients: int, recovery: Recovery | None = None,
+               rtt: dict | None = None) -> Notified:
+        """Replay every subscriber over its deliveries (with `recovery`, recovering gaps: `rtt[sub][topic]`
+        is the round trip to its Scribe parent) and check TNO, in Spark."""
         spark = deliveries.sparkSession
         done = {c: (t, dict(ev.ts)) for t, c, _, ev in sim.released if ev.dummy}
         moves = {c: rp.Change(at, frozenset(ts), *done[c]) for c, (at, ts) in changes.items()}
         events = spark.sparkContext.broadcast({ev.eid: ev for *_, ev in sim.released})
+        gaps = recovery.gaps(loss) if recovery is not None and recovery.enabled else None
+        slots = None if gaps is None else spark.sparkContext.broadcast(
+            {(u, ev.tsd()[u]): (t, ev.eid) for t, _, _, ev in sim.released for u in ev.own})
         t0 = time.time()
         logs = rp.replay_frame(deliveries, events, lambda c: fresh[c], moves, ticks, loss,
-                               self.loss_key).localCheckpoint()
+                               self.loss_key, gaps, slots, rtt).localCheckpoint()
         left = logs.where(F.col("pos") == rp.SUMMARY).agg(F.sum("event").alias("waiting"),
                                                            F.sum("at").alias("lost")).first()
+        asked = logs.where(F.col("pos") == rp.RECOVERY).agg(F.sum("event").alias("messages"),
+                                                             F.sum("at").alias("recovered")).first()
         notes = logs.where(F.col("pos") >= 0)
         _log.info(f"{clients} ordering layers replayed ({time.time() - t0:.1f}s)")
         t0 = time.time()
@@ -135,9 +144,12 @@ class SparkENS:
             res = check_tno(rows, clients, int(left["waiting"] or 0))
         _log.info(f"{len(at)} notifications checked ({time.time() - t0:.1f}s)")
         out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
-                       int(left["lost"] or 0), at - arrived)
+                       int(left["lost"] or 0), at - arrived, int(asked["messages"] or 0),
+                       int(asked["recovered"] or 0))
         logs.unpersist()
         events.destroy()
+        if slots is not None:
+            slots.destroy()
         return out
 
 
@@ -200,6 +212,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
              for c in everyone for t in sorted(everyone[c])],
             columns=[tr.TOPIC, tr.NODE, "sub", "since", "late"]))
         on_spark = SparkENS(tree.localCheckpoint(), receivers.localCheckpoint(), roots, ens, loss_key)
+        # each subscriber's round trip to its Scribe parent, per topic it ever subscribes to (gap recovery)
+        rtt = {c: {t: ens.rtt(t, c) for t in everyone[c]} for c in everyone}
 
     rows, delays, sequenced = [], {}, {}
     # every scenario with the first chain rule; the other rules on the reliable ENS (`tno`)
@@ -236,17 +250,20 @@ def run(p: TnoOrderingParams, run: Run) -> None:
             sim.run()
             out = Notified(check(spark, subscribers), int(sum(len(s.log) for s in subscribers.values())),
                            int(sum(e[2] for s in subscribers.values() for e in s.log)), sim.stats.lost,
-                           np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]))
+                           np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]),
+                           sim.stats.recovery_messages, sim.stats.recovered)
         else:
             # the sequencer only (no ENS in the simulation), and what the ENS carries: the same for
-            # every scenario with the same chain rule and subscription changes (ENS losses come later)
+            # every scenario with the same chain rule, subscription changes and sequencer losses (ENS
+            # losses come later)
             changing = scenario == "tno_subscription_changes"
-            if (chains, changing) not in sequenced:
+            seq_loss = recovery.sequencer_loss if recovery is not None else 0.0
+            if (chains, changing, seq_loss) not in sequenced:
                 sim.run()
-                sequenced[(chains, changing)] = (sim, on_spark.deliveries(sim, changing))
-            sim, carried = sequenced[(chains, changing)]
+                sequenced[(chains, changing, seq_loss)] = (sim, on_spark.deliveries(sim, changing))
+            sim, carried = sequenced[(chains, changing, seq_loss)]
             moves = {c: (change_at[c], later[c]) for c in later} if changing else {}
-            out = on_spark.notify(sim, carried, fresh(), moves, ticks, loss, p.clients)
+            out = on_spark.notify(sim, carried, fresh(), moves, ticks, loss, p.clients, recovery, rtt)
         res, buffering = out.check, out.buffering
         if scenario != "loss_sweep":
             delays[(chains, scenario)] = buffering
@@ -260,7 +277,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                      "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
                      "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
                      "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency)),
-                     "recovery_messages": sim.stats.recovery_messages, "recovered": sim.stats.recovered,
+                     "recovery_messages": out.recovery_messages, "recovered": out.recovered,
                      "sequencer_resends": sim.stats.resent})
         what = (scenario if scenario != "loss_sweep"
                 else f"loss {loss:.1%} {'with' if recover else 'without'} recovery")

@@ -68,7 +68,9 @@ class Recovery:
     messages are lost with `sequencer_loss` and sent again by their sender after `timeout_ms`
     (FIFO kept: later messages on the link wait behind the resent one; a resend is not lost
     again). Its random draws come
-    from its own generators, so the ENS and sequencer losses are the same with and without recovery."""
+    from its own generators, so the ENS and sequencer losses are the same with and without recovery;
+    a request's and its reply's losses are draws keyed by (key, subscriber, slot, attempt), so each
+    subscriber's recovery can run on its own (`tno.replay`) with the same outcome."""
 
     rtt: Callable[[int, int], float]
     rng: np.random.Generator
@@ -80,6 +82,67 @@ class Recovery:
     def __post_init__(self) -> None:
         # sequencer losses draw from their own stream: the same with and without gap recovery
         self.seq_rng = np.random.default_rng(self.rng.integers(2**63))
+        self.key = int(self.rng.integers(2**62))
+
+    def gaps(self, loss: float) -> Gaps:
+        """What every subscriber's gap recovery shares, with requests and replies lost at `loss`."""
+        return Gaps(self.key, loss, self.after_ms, self.timeout_ms)
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """Gap recovery's parameters, the same at every subscriber (see `Recovery`)."""
+
+    key: int
+    loss: float
+    after_ms: float
+    timeout_ms: float
+
+
+@dataclass
+class Asking:
+    """One subscriber's gap recovery: its open requests and what they cost."""
+
+    rtt: Callable[[int], float]                   # topic -> round trip to its Scribe parent there (ms)
+    until: dict = field(default_factory=dict)     # slot -> until when it waits for an answer
+    tries: dict = field(default_factory=dict)     # slot -> requests sent for it so far
+    messages: int = 0                             # requests and replies
+    recovered: int = 0                            # events it got by asking
+
+    def ask(self, gaps: Gaps, t: float, sub: Subscriber, released: Callable[[tuple, float], Event | None],
+            reach: dict) -> list[tuple[float, Event | None]]:
+        """Ask the Scribe parent for every slot `sub`'s buffered events still miss.
+
+        `released(slot, t)` is the event that took the slot if it was published by t; `reach`
+        maps an event id to when the ENS brings it to `sub` (lost or not). Returns what follows,
+        in slot order: (time, event) — the event arrives then — or (time, None) — ask again then.
+        """
+        follow = []
+        for slot in sorted(sub.missing()):
+            if t < self.until.get(slot, -1.0):
+                continue                                   # asked recently: wait for the answer
+            deadline = self.until[slot] = t + gaps.timeout_ms
+            attempt = self.tries[slot] = self.tries.get(slot, 0) + 1
+            self.messages += 1                             # the request
+            rtt = self.rtt(slot[0])
+            ev = released(slot, t)
+            # the parent holds the event one tree hop before the ENS brings it to this subscriber
+            held = ev is not None and reach.get(ev.eid, t) - rtt / 2 <= t + rtt / 2
+            request, reply = keyed_uniform(gaps.key, sub.sid, slot[0], slot[1], attempt, [0, 1])
+            if request >= gaps.loss:                       # the request arrived
+                self.messages += 1                         # the reply: the event, or "not yet"
+                if held and reply >= gaps.loss:
+                    follow.append((t + rtt, ev))
+                    continue
+            follow.append((deadline, None))                # lost, or not there yet: ask again then
+        return follow
+
+    def recovered_by(self, sub: Subscriber, ev: Event) -> bool:
+        """Count `ev` as recovered if `sub` takes it and has not seen it; return whether it does."""
+        if ev.own & sub.topics and ev.eid not in sub.seen:
+            self.recovered += 1
+            return True
+        return False
 
 
 @dataclass
@@ -104,8 +167,9 @@ class Simulation:
         self.service_ms, self.loss, self.recovery, self.loss_key = service_ms, loss, recovery, loss_key
         self.released: list = []    # (time, client, topics, event): what goes on the ENS, in order
         self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
-        self.asked: dict = {}       # (subscriber, slot) -> until when it waits for the answer
-        self.reach: dict = {}       # (event id, subscriber) -> when the ENS brings it there (lost or not)
+        self.asking: dict = {}      # subscriber -> its gap recovery (Asking)
+        self.reach: dict = {}       # subscriber -> {event id: when the ENS brings it there (lost or not)}
+        self.gaps = recovery.gaps(loss) if recovery is not None else None
         self.heap: list = []
         self.n = 0
         self.requests = 0           # sequencer requests started (events and subscriptions)
@@ -251,7 +315,8 @@ class Simulation:
         lost = lost_copies(self.loss_key, self.loss, ev.eid, topic, receivers)
         for sid, d, gone in zip(receivers, delays, lost):
             if self.recovery is not None and self.recovery.enabled:   # when the ENS brings it (lost or not)
-                self.reach[(ev.eid, sid)] = min(t + d, self.reach.get((ev.eid, sid), float("inf")))
+                reach = self.reach.setdefault(sid, {})
+                reach[ev.eid] = min(t + d, reach.get(ev.eid, float("inf")))
             if gone:
                 self.stats.lost += 1
                 continue
@@ -267,26 +332,23 @@ class Simulation:
     # -- loss recovery ---------------------------------------------------------------------------
     def _ask(self, t: float, sid: int) -> None:
         """Ask the Scribe parent for every slot the subscriber's buffered events still miss."""
-        rec = self.recovery
-        for slot in sorted(self.subs[sid].missing()):
-            if t < self.asked.get((sid, slot), -1.0):
-                continue                                   # asked recently: wait for the answer
-            deadline = self.asked[(sid, slot)] = t + rec.timeout_ms
-            self.stats.recovery_messages += 1              # the request
-            rtt = rec.rtt(slot[0], sid)
-            ev = self.by_slot.get(slot)
-            # the parent holds the event one tree hop before the ENS brings it to this subscriber
-            held = ev is not None and self.reach.get((ev.eid, sid), t) - rtt / 2 <= t + rtt / 2
-            if rec.rng.random() >= self.loss:              # the request arrived
-                self.stats.recovery_messages += 1          # the reply: the event, or "not yet"
-                if held and rec.rng.random() >= self.loss:
-                    self.at(t + rtt, self._recovered, sid, ev)
-                    continue
-            self.at(deadline, self._ask, sid)              # lost, or not there yet: ask again then
+        asking = self.asking.get(sid)
+        if asking is None:
+            rtt = self.recovery.rtt
+            asking = self.asking[sid] = Asking(lambda topic: rtt(topic, sid))
+        before = asking.messages
+        for at, ev in asking.ask(self.gaps, t, self.subs[sid], self._released, self.reach.get(sid, {})):
+            if ev is None:
+                self.at(at, self._ask, sid)
+            else:
+                self.at(at, self._recovered, sid, ev)
+        self.stats.recovery_messages += asking.messages - before
+
+    def _released(self, slot: tuple, t: float) -> Event | None:
+        return self.by_slot.get(slot)      # filled as events are released: those released by t
 
     def _recovered(self, t: float, sid: int, ev: Event) -> None:
-        s = self.subs[sid]
-        if ev.own & s.topics and ev.eid not in s.seen:
+        if self.asking[sid].recovered_by(self.subs[sid], ev):
             self.stats.recovered += 1
             self._deliver(t, sid, ev)
 
