@@ -12,7 +12,8 @@ and prints one table row per (N, implementation). Both use seed 1, the plane mod
 b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups. With `--routes K` each
 implementation routes the same lookups K times in its process; the row gives the first time and,
 after a slash, the least of the others (a warm Spark session: its plans, Python workers and
-broadcast ring already made).
+broadcast ring already made). Earlier routes' delivered frames are not released, so with K > 1
+the peak memory includes them.
 """
 from __future__ import annotations
 
@@ -168,6 +169,8 @@ def main() -> None:
     ap.add_argument("--routes", type=int, default=1, help="route the lookups this many times per process")
     ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.routes < 1:
+        ap.error(f"--routes: must be at least 1 (got {args.routes})")
     logging.basicConfig(format="  %(message)s", stream=sys.stderr)
     logging.getLogger("scribe_spark").setLevel(logging.INFO)   # superstep progress lines
     if args.child:

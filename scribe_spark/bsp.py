@@ -13,7 +13,8 @@ frame that holds them all (`Split`). `run` owns everything around it:
   logged at INFO on this module's logger (`quiet()` holds the library's lines back in a block);
 - lineage: the next in-flight frame, or a `Split`'s frame, is locally checkpointed (one cut per
   superstep), lazily: the count of the messages left is the Spark job that fills the cut, so a
-  superstep costs one job, not two;
+  superstep's cut and count are one job, not two (a step that shuffles or broadcasts adds its
+  own jobs for those, as adaptive execution runs each exchange as a job);
 - emissions: each name's frames are unioned over all supersteps and materialized once;
 - static frames a loop joins with each superstep can be made `resident` (cached, partitioned and
   sorted by the join keys) so that only the messages move;
@@ -146,7 +147,7 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
                 emitted.setdefault(name, []).append(frame)
             inflight = out.inflight.localCheckpoint(eager=False)
             held.append(inflight)
-        n = rows(inflight)          # the superstep's one job: it fills the cut as it counts
+        n = rows(inflight)          # one job fills the cut as it counts
         _log.info(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
     done = {}
     for name, frames in emitted.items():
