@@ -152,8 +152,8 @@ class Stats:
     bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
     bytes_in: dict = field(default_factory=dict)         # server -> bytes of the requests it received
     lost: int = 0
-    recovery_messages: int = 0                           # requests and replies of gap recovery
-    recovered: int = 0                                   # events a subscriber got by asking
+    recovery_messages: int = 0                           # gap recovery requests and replies (run() sums)
+    recovered: int = 0                                   # events subscribers got by asking (run() sums)
     resent: int = 0                                      # sequencer messages lost and sent again
 
 
@@ -192,6 +192,9 @@ class Simulation:
         while self.heap and self.heap[0][0] <= until:
             t, _, fn, args = heapq.heappop(self.heap)
             fn(t, *args)
+        # gap recovery's totals: what each subscriber's Asking counted
+        self.stats.recovery_messages = sum(a.messages for a in self.asking.values())
+        self.stats.recovered = sum(a.recovered for a in self.asking.values())
 
     def _send(self, t: float, src: tuple, dst: tuple, size: int) -> float:
         """Arrival time of a message on the FIFO link src -> dst (('c', id) or ('s', id))."""
@@ -336,20 +339,17 @@ class Simulation:
         if asking is None:
             rtt = self.recovery.rtt
             asking = self.asking[sid] = Asking(lambda topic: rtt(topic, sid))
-        before = asking.messages
         for at, ev in asking.ask(self.gaps, t, self.subs[sid], self._released, self.reach.get(sid, {})):
             if ev is None:
                 self.at(at, self._ask, sid)
             else:
                 self.at(at, self._recovered, sid, ev)
-        self.stats.recovery_messages += asking.messages - before
 
     def _released(self, slot: tuple, t: float) -> Event | None:
         return self.by_slot.get(slot)      # filled as events are released: those released by t
 
     def _recovered(self, t: float, sid: int, ev: Event) -> None:
         if self.asking[sid].recovered_by(self.subs[sid], ev):
-            self.stats.recovered += 1
             self._deliver(t, sid, ev)
 
     def tick(self, t: float, every: float, until: float) -> None:
