@@ -7,7 +7,13 @@ from scipy import stats
 
 from scribe_spark import cli
 from scribe_spark.tno import replay as rp
-from scribe_spark.tno.dissemination import ROOT_HOP, disseminate, keyed_uniform, start_frame
+from scribe_spark.tno.dissemination import (
+    ROOT_HOP,
+    disseminate,
+    keyed_uniform,
+    keyed_uniform_one,
+    start_frame,
+)
 from scribe_spark.tno.ordering import Event, Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.simulation import Asking, Gaps
@@ -23,6 +29,9 @@ def test_keyed_draws_are_uniform_and_a_function_of_key_and_row():
     assert np.mean(u == keyed_uniform(8, rows, 3, -1)) < 1e-4           # another key, other draws
     assert np.mean(u == keyed_uniform(7, rows, 4, -1)) < 1e-4           # another column value, too
     assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 0.01                  # neighbouring rows independent
+
+    one = [keyed_uniform_one(7, r, 3, -1) for r in (0, 1, 2**40, -5)]       # one at a time: the same draws
+    assert one == keyed_uniform(7, np.array([0, 1, 2**40, -5]), 3, -1).tolist()
 
 
 # two topics' trees over nodes 0..9 (child -> parent); clients 0..3 sit on nodes 9, 4, 7, 2
@@ -99,7 +108,7 @@ def test_replay_recovers_a_lost_event_as_the_simulation_would():
 
     def recovering(loss: float, key: int = 1) -> rp.Recovering:
         return rp.Recovering(Gaps(key, loss, 10.0, 100.0), Asking(lambda topic: 4.0), slots,
-                             {0: a, 1: b, 2: c}, {0}, reach)
+                             {0: a, 1: b, 2: c}, reach)
     got = recovering(0.0)
     sub = rp.replay(Subscriber(0, {0}), [(1.0, a), (5.0, c)], None, [], got)
     # c waits for slot (0, 2); 10 ms later its parent is asked, and b comes back one round trip later

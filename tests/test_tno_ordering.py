@@ -146,6 +146,25 @@ def test_missing_slots_are_what_buffered_events_wait_for():
     assert [e for e, *_ in s.log] == [12] and s.missing() == {(1, 2), (2, 1)}
 
 
+def test_a_state_change_between_arrivals_is_not_missed():
+    # the layer checks only a new arrival when nothing else changed; an unsubscription is a change
+    from scribe_spark.tno.ordering import Event
+    s = Subscriber(0, {0, 1})
+    s.receive(Event(10, ((0, 1), (1, 1)), frozenset({0})), 0.0)     # waits for topic 1's counter 1
+    s.unsubscribe({1})                                               # ... which no longer matters
+    s.receive(Event(11, ((0, 2),), frozenset({0})), 1.0)
+    assert [e for e, *_ in s.log] == [10, 11] and not s.waiting
+
+
+def test_a_full_buffer_releases_its_oldest_arrival_first():
+    from scribe_spark.tno.ordering import Event
+    s = Subscriber(0, {0}, buffer_size=2)
+    for i, c in enumerate((4, 2, 3)):                               # counter 1 never comes
+        s.receive(Event(i, ((0, c),), frozenset({0})), float(i))
+    # the third arrival overflows the buffer: counter 4 (first in) goes, then 2 and 3, late behind it
+    assert [(e, late) for e, _, late, _ in s.log] == [(0, True), (1, True), (2, True)]
+
+
 @pytest.mark.parametrize("chains", SAFE)
 def test_recovery_without_loss_keeps_tno(chains):
     for seed in range(3):

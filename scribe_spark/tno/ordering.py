@@ -32,12 +32,6 @@ class Event:
     def sort_key(self) -> tuple:
         return self.ts if self.order is None else self.order
 
-    def seen_by(self, topics: set) -> Event:
-        """This event as a subscriber to (at most) `topics` needs it: only their counters, same order."""
-        d = self.tsd()
-        return Event(self.eid, tuple(sorted((t, d[t]) for t in topics if t in d)), self.own, self.dummy,
-                     self.ts if self.order is None else self.order)
-
 
 @dataclass
 class Subscriber:
@@ -55,6 +49,8 @@ class Subscriber:
     since: dict = field(default_factory=dict)          # topic -> counter of the subscription's own slot
     buffering: bool = False                            # waiting for its subscription timestamp
     adding: set = field(default_factory=set)           # topics of the subscription change in progress
+    # no waiting event is ready, and nothing it depends on changed since that was found
+    settled: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self):
         for t in self.topics:
@@ -69,11 +65,12 @@ class Subscriber:
             if not ev.dummy:
                 self.log.append((ev.eid, now, False, now))
             return
-        if self._older(ev):
+        if self.since and self._older(ev):
             return
+        # `now` never decreases, so `waiting` is in arrival order (what `_force_release` relies on)
         self.waiting[ev.eid] = (ev, now)
         if not self.buffering:
-            self.flush(now)
+            self.flush(now, ev)
 
     def _older(self, ev: Event) -> bool:
         """An event from before this subscriber's subscription to its topic (or the subscription's
@@ -83,68 +80,77 @@ class Subscriber:
         return all(t in self.since and d[t] <= self.since[t] for t in ev.own & self.topics)
 
     def _blocked(self, ev: Event) -> bool:
-        """Whether some predecessor of ev has not been notified (nor skipped) yet."""
-        d = ev.tsd()
-        mine = ev.own & self.topics
-        if any(d[t] > self.sub_lc[t] + 1 for t in mine):
-            return True
-        return any(d[t] > self.sub_lc[t] for t in self.topics & d.keys() - mine if not self._exempt(t, d[t]))
+        """Whether some predecessor of ev has not been notified (nor skipped) yet: the counter of
+        one of its own topics is past sub_LC + 1, or another shared topic's is past sub_LC."""
+        d, own, lc = ev.tsd(), ev.own, self.sub_lc
+        for t in self.topics:
+            c = d.get(t)
+            if c is not None and (c > lc[t] + 1 if t in own else c > lc[t] and not self._exempt(t, c)):
+                return True
+        return False
 
     def _late(self, ev: Event) -> bool:
         """Whether ev comes after events already notified in its place (only after a skipped gap)."""
-        d = ev.tsd()
-        mine = ev.own & self.topics
-        return any(d[t] <= self.sub_lc[t] for t in mine) or any(
-            d[t] < self.sub_lc[t] for t in self.topics & d.keys() - mine if not self._exempt(t, d[t]))
+        d, own, lc = ev.tsd(), ev.own, self.sub_lc
+        for t in self.topics:
+            c = d.get(t)
+            if c is not None and (c <= lc[t] if t in own else c < lc[t] and not self._exempt(t, c)):
+                return True
+        return False
 
     def _exempt(self, t: int, counter: int) -> bool:
         # a counter from before this subscriber's subscription to t puts no constraint on it
-        return t in self.since and counter < self.since[t]
+        return bool(self.since) and t in self.since and counter < self.since[t]
 
     def missing(self) -> set[tuple[int, int]]:
         """Return the (topic, counter) slots buffered events wait for that no buffered event holds:
         what a subscriber with gap recovery asks for."""
         if self.buffering or not self.ordered:
             return set()
-        have = {(t, c) for ev, _ in self.waiting.values() for t, c in ev.ts if t in ev.own}
-        need: set[tuple[int, int]] = set()
+        have, end = set(), {}
         for ev, _ in self.waiting.values():
             d = ev.tsd()
-            mine = ev.own & self.topics
-            for t in mine:
-                need.update((t, c) for c in range(self.sub_lc[t] + 1, d[t]))
-            for t in self.topics & d.keys() - mine:
-                if not self._exempt(t, d[t]):
-                    need.update((t, c) for c in range(self.sub_lc[t] + 1, d[t] + 1))
+            have.update((t, d[t]) for t in ev.own if t in d)
+            for t in self.topics:
+                c = d.get(t)
+                # own topics: the counters before c; others: up to c itself (unless exempt)
+                if c is not None and (t in ev.own or not self._exempt(t, c)):
+                    end[t] = max(end.get(t, 0), c if t in ev.own else c + 1)
+        # every wait on t starts right after sub_LC, so the union of the waits is one range per topic
+        need = {(t, k) for t, e in end.items() for k in range(self.sub_lc[t] + 1, e)}
         return need - have
 
-    def _ready(self, ev: Event) -> bool:
-        return not self._blocked(ev)
-
     def _notify(self, ev: Event, now: float, out_of_order: bool, arrived: float) -> None:
-        d = ev.tsd()
-        for t in self.topics & d.keys():
-            if t in ev.own:
-                self.sub_lc[t] = max(self.sub_lc[t], d[t])
+        d, lc = ev.tsd(), self.sub_lc
+        for t in ev.own:
+            if t in self.topics and t in d and d[t] > lc[t]:
+                lc[t] = d[t]
+        self.settled = False
         if not ev.dummy:
             self.log.append((ev.eid, now, out_of_order, arrived))
 
-    def flush(self, now: float) -> None:
-        """Notify every buffered event whose predecessors have been notified (or skipped)."""
-        self._notify_ready(now)
+    def flush(self, now: float, new: Event | None = None) -> None:
+        """Notify every buffered event whose predecessors have been notified (or skipped); `new` is
+        the event just buffered, the only one that can have become ready if nothing else changed."""
+        self._notify_ready(now, new)
         self._force_release(now)
 
-    def _notify_ready(self, now: float) -> None:
-        progress = True
-        while progress and self.waiting:
-            progress = False
-            for eid in sorted(self.waiting, key=lambda e: self.waiting[e][0].sort_key):
-                ev, arrived = self.waiting[eid]
-                if self._ready(ev):
-                    del self.waiting[eid]
-                    self._notify(ev, now, self._late(ev), arrived)
-                    progress = True
-                    break
+    def _notify_ready(self, now: float, new: Event | None = None) -> None:
+        """Notify, again and again, the first ready event in timestamp order."""
+        if self.settled and (new is None or self._blocked(new)):
+            return      # the others were blocked and still are: readiness depends on sub_LC alone
+        waiting = self.waiting
+        order = sorted(waiting, key=lambda e: waiting[e][0].sort_key)   # stable: ties in arrival order
+        i = 0
+        while i < len(order):
+            ev, arrived = waiting[order[i]]
+            if self._blocked(ev):
+                i += 1
+                continue
+            del waiting[order.pop(i)]
+            self._notify(ev, now, self._late(ev), arrived)
+            i = 0
+        self.settled = True
 
     # -- unreliable mode --------------------------------------------------------------------
     def _force_release(self, now: float) -> None:
@@ -152,7 +158,7 @@ class Subscriber:
         if self.ttl is None and self.buffer_size is None:
             return
         while self.waiting:
-            head_id = min(self.waiting, key=lambda e: self.waiting[e][1])   # oldest arrival
+            head_id = next(iter(self.waiting))      # the oldest arrival (see `receive`)
             ev, arrived = self.waiting[head_id]
             expired = self.ttl is not None and now - arrived >= self.ttl
             full = self.buffer_size is not None and len(self.waiting) > self.buffer_size
@@ -170,6 +176,7 @@ class Subscriber:
             self.sub_lc.setdefault(t, 0)
         self.adding |= new_topics
         self.buffering = True
+        self.settled = False
 
     def finish_subscription(self, sub_ts: dict, now: float) -> None:
         """Set sub_LC of the added topics from the subscription timestamp, drop their older buffered
@@ -180,6 +187,7 @@ class Subscriber:
                 self.sub_lc[t] = c
                 self.since[t] = c
         self.adding = set()
+        self.settled = False
         for eid in [e for e, (ev, _) in self.waiting.items() if self._older(ev)]:
             del self.waiting[eid]
         self.buffering = False
@@ -190,5 +198,6 @@ class Subscriber:
         self.topics -= topics
         for t in topics:
             self.sub_lc.pop(t, None)
+        self.settled = False
         for eid in [e for e, (ev, _) in self.waiting.items() if not (ev.own & self.topics)]:
             del self.waiting[eid]

@@ -49,20 +49,19 @@ def tick_times(every: float, until: float) -> list[float]:
 @dataclass
 class Recovering:
     """What one subscriber's gap recovery needs in a replay: `Gaps`, its `Asking`, the events
-    released (slot -> (release time, event id)), the events themselves (id -> Event), the topics
-    it sees them by, and when the ENS brings each event to it (id -> time, lost copies included)."""
+    released (slot -> (release time, event id)), the events themselves (id -> Event) and when the
+    ENS brings each event to it (id -> time, lost copies included)."""
 
     gaps: Gaps
     asking: Asking
     slots: dict
     events: dict
-    topics: set
     reach: dict
 
     def released(self, slot: tuple, t: float) -> Event | None:
-        """The event that took `slot`, as this subscriber sees it, if it was released by t."""
+        """The event that took `slot`, if it was released by t."""
         hit = self.slots.get(slot)
-        return self.events[hit[1]].seen_by(self.topics) if hit is not None and hit[0] <= t else None
+        return self.events[hit[1]] if hit is not None and hit[0] <= t else None
 
 
 def replay(sub: Subscriber, arrivals: list[tuple[float, Event]], change: Change | None,
@@ -126,17 +125,14 @@ def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, t
         # delivers each: the ordering layer takes the first it can, and each may prompt a request
         order = np.lexsort((eid, at))
         known, fresh, change = events.value, make(sid), changes.get(sid)
-        topics = fresh.topics | (change.topics if change is not None else set())
-        seen: dict = {}
-        arrivals = [(t, seen.get(e) or seen.setdefault(e, known[e].seen_by(topics)))
-                    for t, e in zip(at[order].tolist(), eid[order].tolist())]
+        arrivals = [(t, known[e]) for t, e in zip(at[order].tolist(), eid[order].tolist())]
         recovering = None
         if gaps is not None:
             # when the ENS brings each event here, lost copies included: the first copy's time
             every = np.lexsort((col["at"], col["eid"]))
             ids, firsts = np.unique(col["eid"][every], return_index=True)
             reach = dict(zip(ids.tolist(), col["at"][every][firsts].tolist()))
-            recovering = Recovering(gaps, Asking(rtt[sid].__getitem__), slots.value, known, topics, reach)
+            recovering = Recovering(gaps, Asking(rtt[sid].__getitem__), slots.value, known, reach)
         sub = replay(fresh, arrivals, change, ticks, recovering)
         n = len(sub.log)
         log = list(zip(*sub.log)) if n else [[], [], [], []]

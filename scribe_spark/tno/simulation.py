@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from scribe_spark.tno.dissemination import keyed_uniform
+from scribe_spark.tno.dissemination import keyed_uniform, keyed_uniform_one
 from scribe_spark.tno.ordering import Event, Subscriber
 from scribe_spark.tno.sequencer import Sequencer
 
@@ -128,7 +128,8 @@ class Asking:
             ev = released(slot, t)
             # the parent holds the event one tree hop before the ENS brings it to this subscriber
             held = ev is not None and reach.get(ev.eid, t) - rtt / 2 <= t + rtt / 2
-            request, reply = keyed_uniform(gaps.key, sub.sid, slot[0], slot[1], attempt, [0, 1])
+            request, reply = (keyed_uniform_one(gaps.key, sub.sid, slot[0], slot[1], attempt, r)
+                              for r in (0, 1))
             if request >= gaps.loss:                       # the request arrived
                 self.messages += 1                         # the reply: the event, or "not yet"
                 if held and reply >= gaps.loss:
