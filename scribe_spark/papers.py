@@ -464,12 +464,11 @@ def _hist_plot(ax, folder, p, ours, pub) -> None:
 
 def _delay_plot(ax, folder, p, ours, pub) -> None:
     """Our RMD and RAD distributions; published medians at 0.5, means at the bottom, maxima at the top."""
+    from scribe_spark import report  # matplotlib: only where a plot is drawn, not where papers load
     d = _penalties(folder)
     col = {"rmd": "tab:blue", "rad": "tab:orange"}
     for m, label in (("rmd", "RMD (max delay)"), ("rad", "RAD (mean delay)")):
-        v = np.sort(d[m].to_numpy())
-        ax.step(v, np.arange(1, len(v) + 1) / max(len(v), 1), where="post", color=col[m],
-                label=f"{label}, ours")
+        report.cdf(ax, d[m].to_numpy(), color=col[m], label=f"{label}, ours")
     height = {"median": 0.5, "mean": 0.02, "max": 1.0}
 
     def at(r) -> tuple:

@@ -4,6 +4,7 @@ import tomllib
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -162,3 +163,16 @@ def test_the_page_escapes_what_the_files_hold():
     got = report.markdown_html(text, "a&b/")
     assert "<script>" not in got and "&lt;script&gt;" in got and "<td>&lt;b&gt;</td>" in got
     assert 'src="a&amp;b/p&amp;q.png"' in got and 'alt="x&quot;y"' in got
+
+
+def test_a_cdf_of_many_values_draws_few_steps_on_the_exact_curve():
+    fig, ax = plt.subplots()
+    v = np.random.default_rng(0).exponential(size=123_457)
+    report.cdf(ax, v)
+    report.cdf(ax, v[:50])
+    many, few = (line.get_data() for line in ax.get_lines())
+    plt.close(fig)
+    assert len(many[0]) <= report.CDF_POINTS and len(few[0]) == 50
+    ranks = np.searchsorted(np.sort(v), many[0], side="right")      # exact ECDF at each drawn value
+    assert np.array_equal(ranks / len(v), many[1]) and many[1][-1] == 1.0
+    assert np.array_equal(few[1], np.arange(1, 51) / 50)

@@ -171,8 +171,7 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     with report.figure(run.path("delay_penalty_cdf.png"), "Delay penalty of Scribe vs IP unicast",
                        "delay penalty (Scribe / IP)", "cumulative fraction of topics") as ax:
         for col, label in (("rmd", "RMD (max delay)"), ("rad", "RAD (mean delay)")):
-            v = np.sort(valid[col].to_numpy())
-            ax.step(v, np.arange(1, len(v) + 1) / max(len(v), 1), where="post", label=label)
+            report.cdf(ax, valid[col].to_numpy(), label=label)
     with report.figure(run.path("node_stress.png"), "Children-table entries per node",
                        "children-table entries", "number of nodes") as ax:
         v = stress.entries.to_numpy()

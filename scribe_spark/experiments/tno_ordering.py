@@ -293,9 +293,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     with report.figure(run.path("buffering_delay_cdf.png"), "Delay added by the ordering layer",
                        "buffering delay (ms)", "cumulative fraction of notifications") as ax:
         for (chains, scenario), v in delays.items():
-            v = np.sort(v)
             if len(v) and scenario != "no_ordering":
-                ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=f"{scenario}, {chains}")
+                report.cdf(ax, v, label=f"{scenario}, {chains}")
     with report.figure(run.path("violations.png"),
                        "Subscriber pairs that saw common events in different orders",
                        "scenario", "violating subscriber pairs") as ax:

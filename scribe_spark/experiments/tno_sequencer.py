@@ -224,9 +224,7 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
                        "cumulative fraction of events") as ax:
         for (model, chains, r), v in latencies.items():
             if r in (min(p.rates), max(p.rates)):
-                v = np.sort(v)
-                ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
-                        label=f"{model}, {chains}, {r:g}/s")
+                report.cdf(ax, v, label=f"{model}, {chains}, {r:g}/s")
     if p.service_sweep_ms:
         with report.figure(run.path("throughput_vs_service.png"),
                            f"Throughput at {max(p.rates):g} events/s offered",
