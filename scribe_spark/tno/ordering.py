@@ -57,6 +57,19 @@ class Subscriber:
             self.sub_lc.setdefault(t, 0)
 
     # -- arrivals -------------------------------------------------------------------------
+    def deliver(self, ev: Event, now: float) -> bool:
+        """The ENS (or a recovery) brings ev: take it if it is on a topic held here; return whether
+        events still wait (a subscriber with gap recovery then asks, a while later)."""
+        if ev.own & self.topics:
+            self.receive(ev, now)
+            return bool(self.waiting)
+        return False
+
+    def tick(self, now: float) -> None:
+        """The periodic TTL check: release what waited too long (not while buffering)."""
+        if self.waiting and not self.buffering:
+            self.flush(now)
+
     def receive(self, ev: Event, now: float) -> None:
         if ev.eid in self.seen or not (ev.own & self.topics):
             return

@@ -77,19 +77,16 @@ def replay(sub: Subscriber, arrivals: list[tuple[float, Event]], change: Change 
 
     def deliver(t: float, ev: Event) -> None:
         nonlocal later
-        if ev.own & sub.topics:
-            sub.receive(ev, t)
-            if recovering is not None and sub.waiting:
-                later += 1
-                heapq.heappush(items, (t + recovering.gaps.after_ms, ASK, later, None))
+        if sub.deliver(ev, t) and recovering is not None:
+            later += 1
+            heapq.heappush(items, (t + recovering.gaps.after_ms, ASK, later, None))
 
     while items:
         t, kind, i, ev = heapq.heappop(items)
         if kind == ARRIVE:
             deliver(t, arrivals[i][1])
         elif kind == TICK:
-            if sub.waiting and not sub.buffering:
-                sub.flush(t)
+            sub.tick(t)
         elif kind == START:
             sub.start_subscription(set(change.topics) - sub.topics)
         elif kind == FINISH:

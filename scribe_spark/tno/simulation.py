@@ -327,11 +327,8 @@ class Simulation:
             self.at(t + d, self._deliver, sid, ev)
 
     def _deliver(self, t: float, sid: int, ev: Event) -> None:
-        s = self.subs[sid]
-        if ev.own & s.topics:
-            s.receive(ev, t)
-            if self.recovery is not None and self.recovery.enabled and s.waiting:
-                self.at(t + self.recovery.after_ms, self._ask, sid)
+        if self.subs[sid].deliver(ev, t) and self.recovery is not None and self.recovery.enabled:
+            self.at(t + self.recovery.after_ms, self._ask, sid)
 
     # -- loss recovery ---------------------------------------------------------------------------
     def _ask(self, t: float, sid: int) -> None:
@@ -356,8 +353,7 @@ class Simulation:
     def tick(self, t: float, every: float, until: float) -> None:
         """Periodic TTL check for the unreliable mode."""
         for s in self.subs.values():
-            if s.waiting and not s.buffering:
-                s.flush(t)
+            s.tick(t)
         if t + every <= until:
             self.at(t + every, self.tick, every, until)
 
