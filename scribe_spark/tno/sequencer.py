@@ -67,6 +67,7 @@ class TopicManager:
 
 
 CHAINS = ("etree", "interval", "literal")
+RELAY, FIRST, PASS, SLOT = 0, 1, 2, 3      # what a stage does (`Sequencer.action`)
 
 
 def elimination_tree(groups: dict[int, set[int]], rank: dict[int, int],
@@ -108,6 +109,7 @@ class Sequencer:
         self.parent = elimination_tree(groups, rank, together) if chains == "etree" else {}
         self.tm = {t: TopicManager(t, rank[t], sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
                    for t, g in groups.items()}
+        self._plans: dict = {}       # topic -> an event's chain and plan (`event_plan`)
 
     def _span(self, start: int, members: set[int]) -> list[int]:
         """Return the TMs from `start` up to the highest-ranked of `members`, in the chain rule's order."""
@@ -144,15 +146,37 @@ class Sequencer:
         t = chain[i]
         return i == 0 or (subscription and t in own) or any(t in self.groups[o] for o in own)
 
-    def stage(self, chain: list[int], i: int, own: set[int], ts: dict[int, int], subscription: bool) -> None:
-        """Apply stage i of a chain: first stage / subscription slot, a group member, or a relay."""
+    def action(self, chain: list[int], i: int, own: set[int], subscription: bool) -> int:
+        """What stage i of a chain does: a subscription's SLOT, an event's FIRST stage, a group
+        member's PASS, or nothing (RELAY)."""
         t = chain[i]
         if subscription and t in own:
-            self.tm[t].stamp_subscription(ts)
-        elif not subscription and i == 0:
-            self.tm[t].stamp_first(ts)
-        elif any(t in self.groups[o] for o in own):
-            self.tm[t].stamp_pass(ts)
+            return SLOT
+        if not subscription and i == 0:
+            return FIRST
+        return PASS if any(t in self.groups[o] for o in own) else RELAY
+
+    def plan(self, chain: list[int], own: set[int], subscription: bool) -> list[tuple[bool, int]]:
+        """(is_work, action) for every stage of a request's chain."""
+        return [(self.is_work(chain, i, own, subscription), self.action(chain, i, own, subscription))
+                for i in range(len(chain))]
+
+    def event_plan(self, topic: int) -> tuple[list[int], list[tuple[bool, int]]]:
+        """The chain of an event on `topic` and its plan: the same for every such event, made once."""
+        got = self._plans.get(topic)
+        if got is None:
+            chain = self.chain(topic)
+            got = self._plans[topic] = (chain, self.plan(chain, {topic}, False))
+        return got
+
+    def stage(self, tm: int, action: int, ts: dict[int, int]) -> None:
+        """Apply one stage's action at TM `tm` to the timestamp being built."""
+        if action == SLOT:
+            self.tm[tm].stamp_subscription(ts)
+        elif action == FIRST:
+            self.tm[tm].stamp_first(ts)
+        elif action == PASS:
+            self.tm[tm].stamp_pass(ts)
 
 
 PRECEDENCE = ("topic_id", "reverse_topic_id", "popular_first", "popular_last")
