@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -36,6 +37,11 @@ SETTINGS = ["tno", "no_ordering", "unreliable", "changes", "recovery"]
 def capture(path: Path, every: int, job_args: list[str]) -> int:
     """Run tno_ordering until its first replay; save every `every`-th subscriber's task inputs."""
     sys.path.insert(0, str(ROOT))
+    # what run.sh gives spark-submit (a JVM started from Python has 1 GiB and 200 shuffle partitions)
+    env = os.environ.get
+    submit = (f"--driver-memory {env('SCRIBE_DRIVER_MEMORY', '8g')} --conf "
+              f"spark.sql.shuffle.partitions={env('SCRIBE_SHUFFLE_PARTITIONS', '8')} pyspark-shell")
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", submit)
     from pyspark.sql import functions as F
 
     from scribe_spark.cli import main
