@@ -55,11 +55,13 @@ class Subscriber:
     def __post_init__(self):
         for t in self.topics:
             self.sub_lc.setdefault(t, 0)
+        self.settled = not self.waiting
 
     # -- arrivals -------------------------------------------------------------------------
     def deliver(self, ev: Event, now: float) -> bool:
         """The ENS (or a recovery) brings ev: take it if it is on a topic held here; return whether
-        events still wait (a subscriber with gap recovery then asks, a while later)."""
+        events still wait (a subscriber with gap recovery then asks, a while later). Calls come in
+        time order (`now` never decreases), as a discrete-event simulation makes them."""
         if ev.own & self.topics:
             self.receive(ev, now)
             return bool(self.waiting)

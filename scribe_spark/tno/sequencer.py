@@ -156,16 +156,17 @@ class Sequencer:
             return FIRST
         return PASS if any(t in self.groups[o] for o in own) else RELAY
 
-    def plan(self, chain: list[int], own: set[int], subscription: bool) -> list[tuple[bool, int]]:
+    def plan(self, chain: list[int], own: set[int], subscription: bool) -> tuple[tuple[bool, int], ...]:
         """(is_work, action) for every stage of a request's chain."""
-        return [(self.is_work(chain, i, own, subscription), self.action(chain, i, own, subscription))
-                for i in range(len(chain))]
+        return tuple((self.is_work(chain, i, own, subscription), self.action(chain, i, own, subscription))
+                     for i in range(len(chain)))
 
-    def event_plan(self, topic: int) -> tuple[list[int], list[tuple[bool, int]]]:
-        """The chain of an event on `topic` and its plan: the same for every such event, made once."""
+    def event_plan(self, topic: int) -> tuple[tuple[int, ...], tuple[tuple[bool, int], ...]]:
+        """The chain of an event on `topic` and its plan: the same for every such event, made once
+        (tuples: every event on the topic shares them)."""
         got = self._plans.get(topic)
         if got is None:
-            chain = self.chain(topic)
+            chain = tuple(self.chain(topic))
             got = self._plans[topic] = (chain, self.plan(chain, {topic}, False))
         return got
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -258,13 +258,13 @@ class Simulation:
         """True when nothing else is due at or before t, so a step at t can run right away."""
         return not self.heap or self.heap[0][0] > t
 
-    def _tm_arrive(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
+    def _tm_arrive(self, t: float, chain: Sequence[int], i: int, ts: dict, meta: dict) -> None:
         self._walk(t, chain, i, ts, meta, staged=False)
 
-    def _tm_process(self, t: float, chain: list, i: int, ts: dict, meta: dict) -> None:
+    def _tm_process(self, t: float, chain: Sequence[int], i: int, ts: dict, meta: dict) -> None:
         self._walk(t, chain, i, ts, meta, staged=True)
 
-    def _walk(self, t: float, chain: list, i: int, ts: dict, meta: dict, staged: bool) -> None:
+    def _walk(self, t: float, chain: Sequence[int], i: int, ts: dict, meta: dict, staged: bool) -> None:
         """Move a request along its chain. Each TM serves one message at a time: `service_ms`
         at stages that read or write the timestamp, none at relays (which still wait their
         turn, keeping FIFO order). Steps due now run in this loop instead of the event heap
