@@ -37,19 +37,36 @@ def tree_kb(roots, children, rss) -> int:
     return sum(rss.get(p, 0) for p in tree_pids(roots, children))
 
 
+def kind(cmdline: bytes) -> str:
+    """What a process of a Spark run is: the JVM, a Python worker (pyspark's daemon and the workers
+    it forks), or the rest (the Python driver, shells)."""
+    if b"java" in cmdline.split(b"\0", 1)[0]:
+        return "jvm"
+    return "python_workers" if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline else "other"
+
+
 class PeakSampler:
-    """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the maximum."""
+    """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the
+    maximum and `at_peak` its split by `kind` (KiB, and the number of processes of each kind)."""
 
     def __init__(self, pid: int, every: float = 0.5) -> None:
-        self.pid, self.every, self.peak_kb = pid, every, 0
+        self.pid, self.every, self.peak_kb, self.at_peak = pid, every, 0, {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            children, rss, _ = snapshot()
-            self.peak_kb = max(self.peak_kb, tree_kb([self.pid], children, rss))
+            children, rss, cmd = snapshot()
+            pids = tree_pids([self.pid], children)
+            total = sum(rss.get(p, 0) for p in pids)
+            if total > self.peak_kb:
+                self.peak_kb, split = total, {}
+                for p in pids:
+                    k = kind(cmd.get(p, b""))
+                    kb, n = split.get(k, (0, 0))
+                    split[k] = (kb + rss.get(p, 0), n + 1)
+                self.at_peak = split
             time.sleep(self.every)
 
     def stop(self) -> int:

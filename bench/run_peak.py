@@ -3,8 +3,8 @@
     .venv/bin/python bench/run_peak.py [--label TEXT] -- ./run.sh scribe_multicast --set nodes=2000000
 
 The command's output passes through; at the end one JSON line with the command, exit code,
-wall seconds and peak summed RSS (GiB, sampled every 0.5 s) is printed and appended to
-data/bench/run_peak.jsonl.
+wall seconds and peak summed RSS (GiB, sampled every 0.5 s), with its split at the peak (the JVM,
+the Python workers, the rest), is printed and appended to data/bench/run_peak.jsonl.
 """
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ def main() -> None:
     rc = proc.wait()
     peak_kb = sampler.stop()
     out = {"label": a.label, "command": " ".join(command), "exit": rc, "wall_s": round(time.time() - t0, 1),
-           "peak_gib": round(peak_kb / 2**20, 2), "date": time.strftime("%Y-%m-%d %H:%M")}
+           "peak_gib": round(peak_kb / 2**20, 2), "date": time.strftime("%Y-%m-%d %H:%M"),
+           "at_peak": {k: {"gib": round(kb / 2**20, 2), "processes": n}
+                       for k, (kb, n) in sampler.at_peak.items()}}
     print(json.dumps(out), flush=True)
     log = ROOT / "data/bench/run_peak.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
