@@ -37,17 +37,18 @@ def tree_kb(roots, children, rss) -> int:
     return sum(rss.get(p, 0) for p in tree_pids(roots, children))
 
 
-def kind(cmdline: bytes) -> str:
-    """What a process of a Spark run is: the JVM, a Python worker (pyspark's daemon and the workers
-    it forks), or the rest (the Python driver, shells)."""
+def role(cmdline: bytes) -> str:
+    """What a process of a Spark run is: a JVM, a Python worker (pyspark's daemon and the workers
+    it forks), or the Python driver (with the shells that start it)."""
     if b"java" in cmdline.split(b"\0", 1)[0]:
         return "jvm"
-    return "python_workers" if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline else "other"
+    worker = b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline
+    return "python_workers" if worker else "python_driver"
 
 
 class PeakSampler:
     """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the
-    maximum and `at_peak` its split by `kind` (KiB, and the number of processes of each kind)."""
+    maximum and `at_peak` its split by `role` (KiB, and the number of processes of each role)."""
 
     def __init__(self, pid: int, every: float = 0.5) -> None:
         self.pid, self.every, self.peak_kb, self.at_peak = pid, every, 0, {}
@@ -63,7 +64,7 @@ class PeakSampler:
             if total > self.peak_kb:
                 self.peak_kb, split = total, {}
                 for p in pids:
-                    k = kind(cmd.get(p, b""))
+                    k = role(cmd.get(p, b""))
                     kb, n = split.get(k, (0, 0))
                     split[k] = (kb + rss.get(p, 0), n + 1)
                 self.at_peak = split

@@ -4,7 +4,7 @@
 
 The command's output passes through; at the end one JSON line with the command, exit code,
 wall seconds and peak summed RSS (GiB, sampled every 0.5 s), with its split at the peak (the JVM,
-the Python workers, the rest), is printed and appended to data/bench/run_peak.jsonl.
+the Python workers, the Python driver), is printed and appended to data/bench/run_peak.jsonl.
 """
 from __future__ import annotations
 

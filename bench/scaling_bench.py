@@ -154,14 +154,6 @@ def task_bytes(evlog_dir: str, app: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def role(cmdline: bytes) -> str:
-    """The kind of a process of the run: a JVM, the Python driver, or a Python worker."""
-    if b"java" in cmdline.split(b"\0")[0]:
-        return "jvm"
-    worker = b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline
-    return "python_workers" if worker else "python_driver"
-
-
 def point(n: int, mode: str, lookups: int, evlog: str, checks: list[str]) -> dict:
     master = "spark://127.0.0.1:7077" if mode == "standalone" else mode
     cmd = [str(ROOT / ".venv/bin/spark-submit"), "--master", master,
@@ -186,7 +178,7 @@ def point(n: int, mode: str, lookups: int, evlog: str, checks: list[str]) -> dic
             executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
             now: dict[str, int] = {}
             for pid in proctree.tree_pids([proc.pid] + executors, children):
-                r = role(cmdline.get(pid, b""))
+                r = proctree.role(cmdline.get(pid, b""))
                 now[r] = now.get(r, 0) + rss.get(pid, 0)
             peak[0] = max(peak[0], sum(now.values()))
             for r, kb in now.items():
