@@ -32,11 +32,6 @@ def tree_pids(roots, children) -> list[int]:
     return out
 
 
-def tree_kb(roots, children, rss) -> int:
-    """Return the summed RSS (KiB) of the processes under `roots`, roots included."""
-    return sum(rss.get(p, 0) for p in tree_pids(roots, children))
-
-
 def role(cmdline: bytes) -> str:
     """What a process of a Spark run is: a JVM, a Python worker (pyspark's daemon and the workers
     it forks), or the Python driver (with the shells that start it)."""

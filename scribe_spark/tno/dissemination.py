@@ -35,7 +35,7 @@ def _mix(z: np.ndarray) -> np.ndarray:
 def keyed_uniform(key: int, *cols) -> np.ndarray:
     """Return U[0, 1) draws, one per row of the integer columns, a function of (key, row) only."""
     cols = [np.asarray(c, dtype=np.int64).view(np.uint64) for c in np.broadcast_arrays(*cols)]
-    h = np.full(cols[0].shape, np.uint64(key & (2**64 - 1)), dtype=np.uint64)
+    h = np.full(cols[0].shape, np.uint64(key & _MASK), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for c in cols:
             h = _mix(h ^ _mix(c + np.uint64(_GOLDEN)))
