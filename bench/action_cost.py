@@ -37,8 +37,9 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from scribe_spark import bsp
+    from scribe_spark.session import SESSION_CONF
 
-    spark = (SparkSession.builder.master(args.master).appName("action cost bench")
+    spark = (SparkSession.builder.master(args.master).appName("action cost bench").config(map=SESSION_CONF)
              .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())

@@ -56,13 +56,14 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     from scribe_spark.reference.closest import checked_lookups
     from scribe_spark.reference.tree_shape import tree_faults
     from scribe_spark.scribe import trees as tr
+    from scribe_spark.session import SESSION_CONF
     from scribe_spark.workloads.network import make_ring, shared_network
     from scribe_spark.workloads.scribe_groups import requests
 
     # Arrow for pandas -> Spark, as the jobs have it (session.py): without it the 39.5M subscriptions
     # of N = 10M go through pickled rows and the driver's JVM runs out of heap
     spark = (SparkSession.builder.appName(f"scaling N={n}").config("spark.eventLog.enabled", "true")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config(map=SESSION_CONF)
              .config("spark.eventLog.dir", evlog).config("spark.eventLog.compress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     sc = spark.sparkContext

@@ -63,11 +63,12 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark.reference.pairwise_order import pairwise_check
+    from scribe_spark.session import SESSION_CONF
     from scribe_spark.tno.check import check_tno, notifications_frame
 
     spark = (SparkSession.builder.master(args.master).appName("tno check bench")
              .config("spark.driver.memory", "8g").config("spark.sql.shuffle.partitions", "8")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config(map=SESSION_CONF)
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     print("| subscribers | events | notifications | Spark check, s | violating pairs | inverted event pairs "

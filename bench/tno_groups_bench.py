@@ -35,9 +35,11 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
+    from scribe_spark.session import SESSION_CONF
     from scribe_spark.tno import groups
     from scribe_spark.workloads.popularity import MODELS, draw_subscriptions, popularity
-    spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+    spark = (SparkSession.builder.master(args.master).config(map=SESSION_CONF)
+             .config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g")
              .config("spark.sql.shuffle.partitions", os.environ.get("SHUFFLE_PARTITIONS", "4"))
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())

@@ -39,7 +39,9 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[2]").appName("scribe-spark tests")
+
+    from scribe_spark.session import SESSION_CONF
+    session = (SparkSession.builder.master("local[2]").appName("scribe-spark tests").config(map=SESSION_CONF)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
