@@ -175,6 +175,37 @@ def resident(frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFr
     return out
 
 
+def hashed_by(frame: DataFrame, key: str) -> bool:
+    """Whether Spark knows `frame` to be hash-partitioned by column `key` alone.
+
+    True for a materialized cache of `repartition(n, key)`; before it is materialized, adaptive
+    execution leaves a cached plan's partitioning unknown.
+    """
+    part = frame._jdf.queryExecution().sparkPlan().outputPartitioning()
+    if part.getClass().getSimpleName() != "HashPartitioning" or part.expressions().size() != 1:
+        return False
+    expr = part.expressions().head()
+    return expr.getClass().getSimpleName() == "AttributeReference" and expr.name() == key
+
+
+def join_static(messages: DataFrame, count: int, frame: DataFrame, frame_rows: int,
+                at: str, key: str) -> DataFrame:
+    """Join `count` messages with a static frame of `frame_rows` rows on messages[at] == frame[key].
+
+    When the frame is cached hash-partitioned by `key` (see `hashed_by`), the messages are hashed
+    into its partitions and each task hashes the smaller side and streams the other through it,
+    so the frame is never shuffled, sorted or broadcast: a superstep moves the messages only. (Left
+    to itself, Spark sorts both sides for a merge join whenever the messages are too many to
+    broadcast.) Any other frame is joined as Spark chooses.
+    """
+    if hashed_by(frame, key):
+        if count <= frame_rows:
+            messages = messages.hint("shuffle_hash")
+        else:
+            frame = frame.hint("shuffle_hash")
+    return messages.join(frame, messages[at] == frame[key])
+
+
 def rows(frame: DataFrame) -> int:
     """Count a frame's rows by running its plan once, without a final aggregate (materializes a cache).
 

@@ -139,3 +139,23 @@ def test_a_superstep_runs_one_spark_job_its_count_fills_the_cut(spark):
     jobs = sc.statusTracker().getJobIdsForGroup("one-job-per-superstep")
     # the start's count (it fills the start's cut), one per superstep, the emission's one cut
     assert out.supersteps == 4 and len(jobs) == 1 + out.supersteps + 1
+
+
+def _plan(frame) -> str:
+    return frame._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.mark.parametrize("count", [2, 50])   # fewer messages than frame rows, then more
+def test_a_join_with_a_frame_cached_by_its_key_moves_the_messages_only(spark, count):
+    static = spark.range(40).selectExpr("id", "id * 10 as v").repartition(3, "id").persist()
+    bsp.rows(static)   # a cached plan's partitioning is known once it is materialized
+    messages = spark.createDataFrame([(i, i % 40) for i in range(count)], "mid int, at long")
+    assert bsp.hashed_by(static, "id") and not bsp.hashed_by(static.localCheckpoint(), "id")
+    joined = bsp.join_static(messages, count, static, 40, "at", "id")
+    plan = _plan(joined).split("InMemoryRelation")[0]   # the join's plan, not how the cache was made
+    # one exchange, the messages'; the static frame is read in place (hashed per task or streamed),
+    # never shuffled or sorted
+    assert "ShuffledHashJoin" in plan and plan.count("Exchange") == 1 and "Sort [" not in plan
+    assertDataFrameEqual(joined.select("mid", "v"), messages.join(static, messages["at"] == static["id"])
+                         .select("mid", "v"))
+    static.unpersist()
