@@ -284,10 +284,12 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         exchange_msgs += n
         state = carry["state"]
         got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"))
-        merged = state.select(ID, "leaf").join(got, ID).mapInArrow(
-            leaf_merge_task(overlay.ring_bc, absent), NEW_LEAF)
+        # cut: read twice, and read whole (a Python task whose output Spark stops reading early, as
+        # isEmpty() would, ends with a broken pipe the Python daemon prints as a traceback)
+        merged = carry.cut(state.select(ID, "leaf").join(got, ID).mapInArrow(
+            leaf_merge_task(overlay.ring_bc, absent), NEW_LEAF))
         changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
-        if changed.isEmpty():
+        if bsp.rows(changed) == 0:
             return bsp.Superstep(inflight.limit(0))
         state = carry.keep("state", state.join(merged, ID, "left")
                            .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
