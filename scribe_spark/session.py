@@ -5,8 +5,9 @@ from pyspark.sql import SparkSession
 
 # Settings every session of the library, its tests and its benchmarks is made with. Python workers
 # talk to their executor over a Unix domain socket (Spark 4.1, SPARK-51688) rather than TCP: on this
-# machine a Python task then costs about 17 ms instead of about 37 (an empty mapInArrow task, most
-# of it waiting on the socket), and a superstep runs one task per partition of the node state.
+# machine each Python task then adds about 12 ms to a job instead of about 31 (empty mapInArrow
+# tasks; over TCP a task waits about 40 ms for its first batch), and a superstep runs one Python task
+# per partition of the node state.
 SESSION_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.unix.domain.socket.enabled": "true",
