@@ -24,7 +24,6 @@ import os
 import resource
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,6 +31,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import proctree  # noqa: E402  (bench/ is the script's folder)
 
 
 def _ring(n: int):
@@ -49,39 +50,9 @@ def _lookups(ring, count: int):
     return src, dst
 
 
-def _tree_rss_kb(root_pid: int) -> int:
-    """Summed VmRSS (kB) of root_pid and all its descendants."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/status") as f:
-                st = f.read()
-        except OSError:
-            continue
-        ppid = int(st.split("PPid:")[1].split()[0])
-        children.setdefault(ppid, []).append(int(d))
-        rss[int(d)] = int(st.split("VmRSS:")[1].split()[0]) if "VmRSS:" in st else 0
-    total, stack = 0, [root_pid]
-    while stack:
-        p = stack.pop()
-        total += rss.get(p, 0)
-        stack.extend(children.get(p, []))
-    return total
-
-
 def run_spark(n: int, lookups: int, master: str, routes: int = 1) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            peak[0] = max(peak[0], _tree_rss_kb(os.getpid()))
-            time.sleep(0.5)
-    threading.Thread(target=sample, daemon=True).start()
+    sampler = proctree.PeakSampler(os.getpid())
     from pyspark.sql import SparkSession
 
     from scribe_spark.pastry import overlay as ov
@@ -102,11 +73,11 @@ def run_spark(n: int, lookups: int, master: str, routes: int = 1) -> dict:
         routed = ov.route(o, msgs)
         agg = routed.agg({"hops": "sum", "*": "count"}).first()
         times.append(time.time() - t1)
-    stop.set()
+    peak_kb = sampler.stop()
     hops = int(agg["sum(hops)"])
     spark.stop()
     return {"impl": f"spark {master}", "n": n, "build_s": t_build, "route_s": times, "hops": hops,
-            "lookups": int(agg["count(1)"]), "peak_mb": peak[0] / 1024}
+            "lookups": int(agg["count(1)"]), "peak_mb": peak_kb / 1024}
 
 
 def run_reference(n: int, lookups: int, routes: int = 1) -> dict:

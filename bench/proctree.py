@@ -41,6 +41,16 @@ def role(cmdline: bytes) -> str:
     return "python_workers" if worker else "python_driver"
 
 
+def by_role(pids, rss, cmd) -> dict[str, tuple[int, int]]:
+    """Return the summed RSS (KiB) and the number of processes of each `role` among `pids`."""
+    out: dict[str, tuple[int, int]] = {}
+    for p in pids:
+        k = role(cmd.get(p, b""))
+        kb, n = out.get(k, (0, 0))
+        out[k] = (kb + rss.get(p, 0), n + 1)
+    return out
+
+
 class PeakSampler:
     """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the
     maximum and `at_peak` its split by `role` (KiB, and the number of processes of each role)."""
@@ -57,12 +67,7 @@ class PeakSampler:
             pids = tree_pids([self.pid], children)
             total = sum(rss.get(p, 0) for p in pids)
             if total > self.peak_kb:
-                self.peak_kb, split = total, {}
-                for p in pids:
-                    k = role(cmd.get(p, b""))
-                    kb, n = split.get(k, (0, 0))
-                    split[k] = (kb + rss.get(p, 0), n + 1)
-                self.at_peak = split
+                self.peak_kb, self.at_peak = total, by_role(pids, rss, cmd)
             time.sleep(self.every)
 
     def stop(self) -> int:

@@ -177,12 +177,9 @@ def point(n: int, mode: str, lookups: int, evlog: str, checks: list[str]) -> dic
         while not stop.is_set():
             children, rss, cmdline = proctree.snapshot()
             executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
-            now: dict[str, int] = {}
-            for pid in proctree.tree_pids([proc.pid] + executors, children):
-                r = proctree.role(cmdline.get(pid, b""))
-                now[r] = now.get(r, 0) + rss.get(pid, 0)
-            peak[0] = max(peak[0], sum(now.values()))
-            for r, kb in now.items():
+            now = proctree.by_role(proctree.tree_pids([proc.pid] + executors, children), rss, cmdline)
+            peak[0] = max(peak[0], sum(kb for kb, _ in now.values()))
+            for r, (kb, _) in now.items():
                 roles[r] = max(roles.get(r, 0), kb)
             time.sleep(0.5)
     threading.Thread(target=sample, daemon=True).start()

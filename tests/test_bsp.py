@@ -141,10 +141,6 @@ def test_a_superstep_runs_one_spark_job_its_count_fills_the_cut(spark):
     assert out.supersteps == 4 and len(jobs) == 1 + out.supersteps + 1
 
 
-def _plan(frame) -> str:
-    return frame._jdf.queryExecution().executedPlan().toString()
-
-
 @pytest.mark.parametrize("count", [2, 50])   # fewer messages than frame rows, then more
 def test_a_join_with_a_frame_cached_by_its_key_moves_the_messages_only(spark, count):
     static = spark.range(40).selectExpr("id", "id * 10 as v").repartition(3, "id").persist()
@@ -152,7 +148,8 @@ def test_a_join_with_a_frame_cached_by_its_key_moves_the_messages_only(spark, co
     messages = spark.createDataFrame([(i, i % 40) for i in range(count)], "mid int, at long")
     assert bsp.hashed_by(static, "id") and not bsp.hashed_by(static.localCheckpoint(), "id")
     joined = bsp.join_static(messages, count, static, 40, "at", "id")
-    plan = _plan(joined).split("InMemoryRelation")[0]   # the join's plan, not how the cache was made
+    plan = joined._jdf.queryExecution().executedPlan().toString()
+    plan = plan.split("InMemoryRelation")[0]   # the join's plan, not how the cache was made
     # one exchange, the messages'; the static frame is read in place (hashed per task or streamed),
     # never shuffled or sorted
     assert "ShuffledHashJoin" in plan and plan.count("Exchange") == 1 and "Sort [" not in plan
