@@ -128,10 +128,13 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
 
 
 def cached(sc, phase: str) -> dict:
-    """MiB of cached frames (state, checkpoints, resident chunks) in memory and on disk, now."""
+    """MiB of cached frames (state, checkpoints, chunks) in memory and on disk, now: in all and per RDD."""
     infos = sc._jsc.sc().getRDDStorageInfo()
+    rdds = [[i.id(), i.name()[:60].replace("\n", " "), i.storageLevel().description(),
+             i.numCachedPartitions(), i.numPartitions(), round(i.memSize() / 2**20, 1),
+             round(i.diskSize() / 2**20, 1)] for i in infos]   # which frames hold the bytes
     return {f"{phase}_cached_mem_mb": sum(i.memSize() for i in infos) / 2**20,
-            f"{phase}_cached_disk_mb": sum(i.diskSize() for i in infos) / 2**20}
+            f"{phase}_cached_disk_mb": sum(i.diskSize() for i in infos) / 2**20, f"{phase}_cached_rdds": rdds}
 
 
 def task_bytes(evlog_dir: str, app: str) -> dict[str, dict[str, int]]:
