@@ -109,6 +109,26 @@ def test_unsubscribe_step_prunes_a_hand_built_tree_one_level_per_superstep(spark
     assertDataFrameEqual(after.members, spark.createDataFrame([(0, 1), (0, 5)], "topic long, node long"))
 
 
+def test_multicast_step_sends_a_copy_to_each_child_one_tree_level_per_superstep(spark, progress):
+    """Root 1 with children 2 and 5; 2 with children 3 and 4. A copy counts the hops it took."""
+    edges = spark.createDataFrame([(0, 2, 1), (0, 3, 2), (0, 4, 2), (0, 5, 1)],
+                                  "topic long, src long, dst long")
+    starts = spark.createDataFrame([(0, 1, 0)], "topic long, node long, hops int")
+
+    def forward(at_parent):
+        return at_parent.select("topic", F.col("src").alias("node"), (F.col("hops") + 1).alias("hops"))
+
+    reached = tr.multicast("publish", starts, edges, 2, forward)
+    want = [(0, 1, 0), (0, 2, 1), (0, 5, 1), (0, 3, 2), (0, 4, 2)]
+    assertDataFrameEqual(reached, spark.createDataFrame(want, "topic long, node long, hops int"))
+    assert [line.split(" (")[0] for line in progress] == [
+        "publish superstep 1: 2 event copies in flight", "publish superstep 2: 2 event copies in flight",
+        "publish superstep 3: 0 event copies in flight"]
+    # no message: no superstep, and an empty frame of the messages' columns
+    none = tr.multicast("publish", starts.limit(0), edges, 2, forward)
+    assert none.columns == starts.columns and none.count() == 0
+
+
 def countdown_split(inflight, k, n):
     """`countdown` as a Split: one frame per superstep, read for the next messages and for what is seen."""
     stepped = inflight.select("c", F.lit(k).alias("k"))

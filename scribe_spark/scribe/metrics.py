@@ -14,9 +14,9 @@ from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from scribe_spark import bsp, topology
+from scribe_spark import topology
 from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions, with_distance
-from scribe_spark.scribe.trees import NODE, TOPIC, Trees
+from scribe_spark.scribe.trees import NODE, TOPIC, Trees, multicast
 
 _log = logging.getLogger(__name__)
 
@@ -24,24 +24,17 @@ _log = logging.getLogger(__name__)
 def tree_paths(overlay: Overlay, trees: Trees) -> DataFrame:
     """Return (topic, node, delay, depth) for every tree node: the path from its root down."""
     sc = trees.edges.sparkSession.sparkContext
-    # partitions as the node state's (about 100,000 nodes each, about 300,000 edges in S1)
-    edges = bsp.resident(with_distance(overlay, trees.edges, SRC, DST, "edge_delay"), (TOPIC, DST),
-                         state_partitions(sc, overlay.ring.n))
     roots = trees.roots.select(TOPIC, NODE, F.lit(0.0).alias("delay"), F.lit(0).alias("depth"))
 
-    def publish(level: DataFrame, k: int, n: int) -> bsp.Superstep:
+    def publish(at_parent: DataFrame) -> DataFrame:
         """Every node reached sends the event copy to each of its children."""
-        below = (level.join(edges, (level[TOPIC] == edges[TOPIC]) & (level[NODE] == edges[DST]))
-                 .select(level[TOPIC], edges[SRC].alias(NODE),
-                         (F.col("delay") + F.col("edge_delay")).alias("delay"),
-                         (F.col("depth") + 1).alias("depth")))
-        return bsp.Superstep(below, {"paths": level})
+        return at_parent.select(TOPIC, F.col(SRC).alias(NODE),
+                                (F.col("delay") + F.col("edge_delay")).alias("delay"),
+                                (F.col("depth") + 1).alias("depth"))
 
-    # no path in a tree is longer than its edges; more supersteps would mean a cycle
-    try:
-        return bsp.run("publish", roots, publish, bsp.rows(edges) + 1, unit="event copies").emitted["paths"]
-    finally:
-        edges.unpersist()
+    # partitions as the node state's (about 100,000 nodes each, about 300,000 edges in S1)
+    return multicast("publish", roots, with_distance(overlay, trees.edges, SRC, DST, "edge_delay"),
+                     state_partitions(sc, overlay.ring.n), publish)
 
 
 def delay_penalty(overlay: Overlay, trees: Trees, paths: DataFrame, subscriptions: DataFrame) -> DataFrame:

@@ -169,6 +169,31 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
                   e.get("grafts", empty))
 
 
+def multicast(loop: str, starts: DataFrame, edges: DataFrame, partitions: int,
+              forward: Callable[[DataFrame], DataFrame]) -> DataFrame:
+    """Send messages down the trees, one tree level per superstep; return every copy that reached a node.
+
+    `starts` holds messages (topic, node, ...) at tree nodes, usually the roots; `edges` the trees
+    (topic, src = child, dst = parent, ...). At each superstep every node a copy reached sends one
+    to each child: `forward(at_parent)` makes the children's copies from the messages joined with
+    the edges whose parent (`node`) they are at, one row per child `src`. The result has the
+    messages' columns, one row per (message, node) reached, the starts included.
+    """
+    down = bsp.resident(edges, (TOPIC, DST), partitions)
+    by_parent = down.withColumnRenamed(DST, NODE)
+
+    def send(level: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Every node a copy reached sends one to each of its children."""
+        return bsp.Superstep(forward(level.join(by_parent, [TOPIC, NODE])), {"reached": level})
+
+    try:
+        # no path in a tree is longer than its edges; more supersteps would mean a cycle
+        out = bsp.run(loop, starts, send, bsp.rows(down) + 1, unit="event copies")
+        return out.emitted.get("reached", starts.limit(0))
+    finally:
+        down.unpersist()
+
+
 def unsubscribe(trees: Trees, subscriptions: DataFrame, leaving: DataFrame) -> Trees:
     """Remove `leaving` subscriptions and prune, superstep by superstep, as Scribe does.
 

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark import bsp
 from scribe_spark.columns import DST, NODE, SRC, TOPIC
+from scribe_spark.scribe.trees import multicast
 
 ROOT_HOP = -1        # the node key of the publisher -> root hop
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -87,22 +88,12 @@ def disseminate(starts: DataFrame, edges: DataFrame, jitter: float, key: int, pa
     `starts` holds (eid, topic, node = the topic's root, delay = the publisher -> root hop's);
     `edges` the trees (topic, src = child, dst = parent, edge_delay). One superstep per tree level.
     """
-    down = bsp.resident(edges.select(TOPIC, SRC, DST, "edge_delay"), (TOPIC, DST), partitions)
-
-    def forward(level: DataFrame, k: int, n: int) -> bsp.Superstep:
+    def forward(at_parent: DataFrame) -> DataFrame:
         """Every node an event copy reached forwards it to each of its children."""
-        below = (level.join(down, (level[TOPIC] == down[TOPIC]) & (level[NODE] == down[DST]))
-                 .select(level["eid"], level[TOPIC], down[SRC].alias(NODE), level["delay"],
-                         down["edge_delay"])
-                 .mapInArrow(_hop_task(jitter, key), MESSAGE_SCHEMA))
-        return bsp.Superstep(below, {"reached": level})
+        return (at_parent.select("eid", TOPIC, F.col(SRC).alias(NODE), "delay", "edge_delay")
+                .mapInArrow(_hop_task(jitter, key), MESSAGE_SCHEMA))
 
-    try:
-        # a tree path is no longer than the tree's edges; more supersteps would mean a cycle
-        out = bsp.run("disseminate", starts, forward, bsp.rows(down) + 1, unit="event copies")
-        return out.emitted["reached"]
-    finally:
-        down.unpersist()
+    return multicast("disseminate", starts, edges.select(TOPIC, SRC, DST, "edge_delay"), partitions, forward)
 
 
 def start_frame(spark: SparkSession, eid: np.ndarray, topic: np.ndarray, root: np.ndarray,
