@@ -246,14 +246,16 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
 
     # ask row r, then row r + 1: two rounds by design; holes neither fills stay empty
     with contextlib.nullcontext() if met is None else bsp.quiet():
-        out = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2, carry=cuts)
-    fix = out.emitted.get("found",
-                          holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
+        done = bsp.run("routing-table repair", holes, ask, 2, unit="holes", rounds=2, carry=cuts)
+    fix = done.emitted.get("found",
+                           holes.select(ID, "pos", F.lit(None).cast("long").alias("new_entry")).limit(0))
     upd = (holes.join(fix, [ID, "pos"], "left")
            .select(ID, "pos", F.coalesce("new_entry", F.lit(-1)).alias("entry")).toPandas())
     repaired = int((upd.entry >= 0).sum())
-    out = _set_entries(state, upd)
-    return out, {"holes": n_holes, "repaired": repaired, "messages": messages}
+    fixed = _set_entries(state, upd)
+    for frame in (slots, holes, done.left, fix):   # cut here and read by nothing after the update
+        bsp.release(frame)
+    return fixed, {"holes": n_holes, "repaired": repaired, "messages": messages}
 
 
 def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
@@ -317,6 +319,8 @@ class LazyRepair:
         if met.isEmpty():
             return state
         fixed, c = repair_routing_tables(self.overlay, state, self.dead, met=met)
+        if state is self.overlay.state:   # cut by an earlier repair or by __init__; nothing reads it now
+            bsp.release(state)
         self.counts["table_met"] += c["holes"]
         self.counts["table_repaired"] += c["repaired"]
         self.counts["table_messages"] += c["messages"]
