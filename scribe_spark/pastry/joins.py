@@ -225,7 +225,8 @@ def _route_paths(overlay: Overlay, contacts: np.ndarray, xs: np.ndarray) -> Data
                                  F.concat("path", F.array("next")).alias("path")),
                          {"paths": lambda stepped: stepped.where("delivered").select("x", "path")})
 
-    return bsp.run("JOIN", msgs, forward, ring.route_bound).emitted["paths"]
+    none = msgs.select("x", "path").limit(0)   # no JOIN sent
+    return bsp.run("JOIN", msgs, forward, ring.route_bound).emitted.get("paths", none)
 
 
 def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
@@ -242,7 +243,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
     spark = overlay.state.sparkSession
     sc = spark.sparkContext
     contacts = ring.prox.nearest(xs, members)
-    paths = _route_paths(overlay, contacts, xs).localCheckpoint()
+    paths = _route_paths(overlay, contacts, xs)   # materialized by the loop
     state = overlay.state
     missing = np.ones(ring.n, dtype=bool)      # nodes not in the overlay after this batch
     missing[members] = missing[xs] = False
