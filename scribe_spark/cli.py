@@ -349,7 +349,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
         raise
     shutil.rmtree(tmp / POINTS, ignore_errors=True)
     (tmp / OWNER).unlink(missing_ok=True)
-    _publish(tmp, p.final)
+    publish(tmp, p.final)
     for stale in _unfinished(p.out_root, name):
         shutil.rmtree(stale, ignore_errors=True)
         run.log(f"removed the unfinished folder {stale.name} of an earlier run that stopped")
@@ -359,7 +359,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
     return 0
 
 
-def _publish(tmp: Path, final: Path) -> None:
+def publish(tmp: Path, final: Path) -> None:
     """Rename the finished folder into place, replacing an older result only now."""
     if final.exists():
         old = final.parent / f".{final.name}.old-{os.getpid()}"

@@ -27,7 +27,6 @@ import pandas as pd
 
 from scribe_spark import cli, config, loader, papers
 
-EXIT_BAD_INPUT = 2
 PUBLISHED_COLUMNS = ("figure", "metric", "value", "source")
 FOLDER = "reproduce"
 
@@ -318,7 +317,7 @@ def write_report(root: Path, published: pd.DataFrame, published_file: Path | Non
             shutil.copyfile(published_file, tmp / "published.csv")
         (tmp / "report.md").write_text(_head(root, published, published_file) + "\n\n".join(sections))
         final = root / FOLDER
-        cli._publish(tmp, final)
+        cli.publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -373,7 +372,7 @@ def main(argv: list[str]) -> int:
         s = plan(argv)
     except (config.ConfigError, cli.UsageError, PublishedError) as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return cli.EXIT_BAD_INPUT
     runner = cli.project_root() / "run.sh"
     print(f"reproduce: {len(papers.JOBS)} jobs into {s.out}: "
           + ", ".join(f"{j} ({s.confs[j]})" for j in papers.JOBS), flush=True)

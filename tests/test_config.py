@@ -140,3 +140,12 @@ def test_bad_sequencer_parameters_name_the_key(overrides, key):
     from scribe_spark.config import TnoSequencerParams
     with pytest.raises(ConfigError, match=f"'{key}'"):
         loader.load(TnoSequencerParams, ROOT / "conf" / "tno_sequencer.toml", overrides)
+
+
+def test_jobs_folder_holds_one_entry_point_per_registered_job():
+    """`run.sh` lists jobs/*.py: each is the registry's job of its name, and every job has one."""
+    from scribe_spark import registry
+    entry = {f.stem: f.read_text() for f in (ROOT / "jobs").glob("*.py")}
+    assert set(entry) == set(registry.JOBS)
+    for name, text in entry.items():
+        assert f'sys.exit(main("{name}"))' in text, name

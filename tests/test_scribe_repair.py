@@ -166,6 +166,7 @@ def test_stream_small_buffer_loses_what_it_cannot_hold_and_the_order_check_can_f
     assert m.out_of_order_subscribers.sum() == 1
 
 
+@pytest.mark.slow
 def test_scribe_repair_job(tiny):
     folder = tiny("scribe_repair")
     t = pd.read_csv(folder / "repair.csv").set_index(["mode", "phase"])
@@ -180,6 +181,7 @@ def test_scribe_repair_job(tiny):
     assert (folder / "delivery_by_round.png").stat().st_size > 0 and (folder / "summary.md").exists()
 
 
+@pytest.mark.slow
 def test_churn_job(tiny):
     folder = tiny("churn")
     t = pd.read_csv(folder / "churn.csv")

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from scribe_spark import bsp, report
 from scribe_spark.cli import Run
+from scribe_spark.columns import TIME
 from scribe_spark.config import TnoOrderingParams
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference.pairwise_order import pairwise_check
@@ -104,7 +105,7 @@ class SparkENS:
         receivers = self.receivers if changes else self.receivers.where(~F.col("late"))
         out = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
                .where(F.col("since") <= F.col("t"))
-               .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias("at"))).localCheckpoint()
+               .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias(TIME))).localCheckpoint()
         reached.unpersist()
         _log.info(f"{bsp.rows(out)} deliveries over the Scribe trees ({time.time() - t0:.1f}s)")
         return out
@@ -125,14 +126,14 @@ class SparkENS:
         logs = rp.replay_frame(deliveries, events, lambda c: fresh[c], moves, ticks, loss,
                                self.loss_key, gaps, slots, rtt).localCheckpoint()
         left = logs.where(F.col("pos") == rp.SUMMARY).agg(F.sum("event").alias("waiting"),
-                                                           F.sum("at").alias("lost")).first()
+                                                           F.sum(TIME).alias("lost")).first()
         asked = logs.where(F.col("pos") == rp.RECOVERY).agg(F.sum("event").alias("messages"),
-                                                             F.sum("at").alias("recovered")).first()
+                                                             F.sum(TIME).alias("recovered")).first()
         notes = logs.where(F.col("pos") >= 0)
         _log.info(f"{clients} ordering layers replayed ({time.time() - t0:.1f}s)")
         t0 = time.time()
-        times = notes.orderBy("sub", "pos").select("sub", "event", "at", "arrived", "out_of_order").toArrow()
-        at, arrived = times.column("at").to_numpy(), times.column("arrived").to_numpy()
+        times = notes.orderBy("sub", "pos").select("sub", "event", TIME, "arrived", "out_of_order").toArrow()
+        at, arrived = times.column(TIME).to_numpy(), times.column("arrived").to_numpy()
         if pairwise_is_cheap(clients, len(at)):
             sub, event = times.column("sub").to_numpy(), times.column("event").to_numpy()
             ordered = {c: [] for c in range(clients)}
@@ -140,7 +141,7 @@ class SparkENS:
                 ordered[c].append(e)
             res = pairwise_check(ordered, int(left["waiting"] or 0))
         else:
-            rows = notes.select("sub", "event", F.col("pos").cast("int").alias("pos"), "at")
+            rows = notes.select("sub", "event", F.col("pos").cast("int").alias("pos"), TIME)
             res = check_tno(rows, clients, int(left["waiting"] or 0))
         _log.info(f"{len(at)} notifications checked ({time.time() - t0:.1f}s)")
         out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),

@@ -36,12 +36,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark.arrow import arrow_schema
+from scribe_spark.columns import TIME
 
-SUB, EVENT, POS, AT, RANK = "sub", "event", "pos", "at", "rank"
+SUB, EVENT, POS, RANK = "sub", "event", "pos", "rank"
 NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField(EVENT, T.LongType(), False),
                               T.StructField(POS, T.IntegerType(), False),
-                              T.StructField(AT, T.DoubleType(), False)])
+                              T.StructField(TIME, T.DoubleType(), False)])
 RANKS = T.StructType([T.StructField(EVENT, T.LongType(), False), T.StructField(RANK, T.IntegerType(), False)])
 DISAGREEMENTS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField("bits", T.BinaryType(), False),
@@ -84,7 +85,7 @@ def notifications_frame(spark: SparkSession, logs: dict[int, list[int]],
         at = pos / np.repeat(np.maximum(lens, 1), lens)
     else:
         at = np.fromiter((x for s in logs for x in times[s]), dtype=np.float64, count=len(events))
-    pdf = pd.DataFrame({SUB: subs, EVENT: events, POS: pos.astype(np.int32), AT: at})
+    pdf = pd.DataFrame({SUB: subs, EVENT: events, POS: pos.astype(np.int32), TIME: at})
     return spark.createDataFrame(pdf, NOTIFICATIONS)
 
 
@@ -116,7 +117,7 @@ def inverted_frame(held: DataFrame) -> DataFrame:
 
 def reference_ranks(notifications: DataFrame) -> DataFrame:
     """Return rows (event, rank): the events ranked by their mean notification time `at`, then id."""
-    order = notifications.groupBy(EVENT).agg(F.avg(AT).alias("key")).toPandas().sort_values(["key", EVENT])
+    order = notifications.groupBy(EVENT).agg(F.avg(TIME).alias("key")).toPandas().sort_values(["key", EVENT])
     ranked = pd.DataFrame({EVENT: order[EVENT].to_numpy(np.int64),
                            RANK: np.arange(len(order), dtype=np.int32)})
     return notifications.sparkSession.createDataFrame(ranked, RANKS)

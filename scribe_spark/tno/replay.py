@@ -21,6 +21,7 @@ from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from scribe_spark.columns import TIME
 from scribe_spark.tno.ordering import Event, Subscriber
 from scribe_spark.tno.simulation import Asking, Gaps, lost_copies
 
@@ -104,7 +105,7 @@ def replay(sub: Subscriber, arrivals: list[tuple[float, Event]], change: Change 
 LOG_SCHEMA = T.StructType([T.StructField("sub", T.LongType(), False),
                            T.StructField("pos", T.LongType(), False),
                            T.StructField("event", T.LongType(), False),
-                           T.StructField("at", T.DoubleType(), False),
+                           T.StructField(TIME, T.DoubleType(), False),
                            T.StructField("out_of_order", T.BooleanType(), False),
                            T.StructField("arrived", T.DoubleType(), False)])
 SUMMARY = -1   # `pos` of each subscriber's summary row: event = events left waiting, at = copies lost
@@ -114,10 +115,10 @@ RECOVERY = -2  # `pos` of its gap recovery row (with recovery): event = requests
 def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, ticks: list[float],
           loss: float, key: int, gaps: Gaps | None, slots: Broadcast | None, rtt: dict) -> Callable:
     def task(table: pa.Table) -> pa.Table:
-        col = {name: table.column(name).to_numpy() for name in ("sub", "eid", "topic", "at")}
+        col = {name: table.column(name).to_numpy() for name in ("sub", "eid", "topic", TIME)}
         sid = int(col["sub"][0])
         lost = lost_copies(key, loss, col["eid"], col["topic"], col["sub"])
-        eid, at = col["eid"][~lost], col["at"][~lost]
+        eid, at = col["eid"][~lost], col[TIME][~lost]
         # by arrival, then event; every copy (a dummy comes on several topics), as the simulation
         # delivers each: the ordering layer takes the first it can, and each may prompt a request
         order = np.lexsort((eid, at))
@@ -126,9 +127,9 @@ def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, t
         recovering = None
         if gaps is not None:
             # when the ENS brings each event here, lost copies included: the first copy's time
-            every = np.lexsort((col["at"], col["eid"]))
+            every = np.lexsort((col[TIME], col["eid"]))
             ids, firsts = np.unique(col["eid"][every], return_index=True)
-            reach = dict(zip(ids.tolist(), col["at"][every][firsts].tolist()))
+            reach = dict(zip(ids.tolist(), col[TIME][every][firsts].tolist()))
             recovering = Recovering(gaps, Asking(rtt[sid].__getitem__), slots.value, known, reach)
         sub = replay(fresh, arrivals, change, ticks, recovering)
         n = len(sub.log)
@@ -139,7 +140,7 @@ def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, t
         return pa.table({"sub": pa.array(np.full(n + len(tail), sid), pa.int64()),
                          "pos": pa.array(list(range(n)) + [x[0] for x in tail], pa.int64()),
                          "event": pa.array(list(log[0]) + [x[1] for x in tail], pa.int64()),
-                         "at": pa.array(list(log[1]) + [x[2] for x in tail], pa.float64()),
+                         TIME: pa.array(list(log[1]) + [x[2] for x in tail], pa.float64()),
                          "out_of_order": pa.array(list(log[2]) + [False] * len(tail), pa.bool_()),
                          "arrived": pa.array(list(log[3]) + [0.0] * len(tail), pa.float64())})
     return task

@@ -37,7 +37,6 @@ class TopicManager:
     """TM_T: the topic's counter LC and the last seen counters LLC of lower-ranked topics."""
 
     topic: int
-    rank: int
     group_lower: list[int]     # lower-ranked members of SG_T
     lc: int = 0
     llc: dict[int, int] = field(default_factory=dict)
@@ -107,7 +106,7 @@ class Sequencer:
         self.chains = chains
         self.by_rank = sorted(groups, key=rank.get)
         self.parent = elimination_tree(groups, rank, together) if chains == "etree" else {}
-        self.tm = {t: TopicManager(t, rank[t], sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
+        self.tm = {t: TopicManager(t, sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
                    for t, g in groups.items()}
         self._plans: dict = {}       # topic -> an event's chain and plan (`event_plan`)
 
