@@ -106,7 +106,7 @@ class SparkENS:
         out = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
                .where(F.col("since") <= F.col("t"))
                .select("sub", "eid", tr.TOPIC, (F.col("t") + F.col("delay")).alias(TIME))).localCheckpoint()
-        reached.unpersist()
+        bsp.release(reached)
         _log.info(f"{bsp.rows(out)} deliveries over the Scribe trees ({time.time() - t0:.1f}s)")
         return out
 
@@ -147,7 +147,7 @@ class SparkENS:
         out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
                        int(left["lost"] or 0), at - arrived, int(asked["messages"] or 0),
                        int(asked["recovered"] or 0))
-        logs.unpersist()
+        bsp.release(logs)
         events.destroy()
         if slots is not None:
             slots.destroy()
@@ -287,7 +287,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                 f"{res.undelivered} undelivered, {rows[-1]['out_of_order_tags']} out-of-order tags "
                 f"({time.time() - t0:.1f}s)")
     for _, carried in sequenced.values():
-        carried.unpersist()
+        bsp.release(carried)
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("ordering.csv"))
     main, sweep = table[table.scenario != "loss_sweep"], table[table.scenario == "loss_sweep"]

@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from scribe_spark import bsp
 from scribe_spark.arrow import arrow_schema
 from scribe_spark.columns import TIME
 
@@ -231,7 +232,7 @@ def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
     for batch in got.to_batches():
         r = batch.column(0).to_numpy()
         np.bitwise_or.at(seen, r[r >= 0], _binary_rows(batch.column(1), seen.shape[1]))   # -1: no bits
-    held.unpersist()
+    bsp.release(held)
     for bc in (has_bc, subs_bc):
         bc.destroy()
     violating = pairs_in_either(seen) if seen.any() else 0
