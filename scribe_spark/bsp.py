@@ -77,14 +77,18 @@ class Carry:
 
     `keep(name, frame)` carries a locally checkpointed copy of `frame` from now on (frames given
     to the constructor are the caller's and are never released); `cut(frame)` checkpoints a
-    frame a step reads more than once. Given to `run`, the frames replaced or cut on the way are
-    released with the loop's in-flight frames; the last kept ones stay.
+    frame a step reads more than once; `gather(name, frame, keys, partitions)` adds a resident
+    chunk to a set that grows each superstep (the members so far) and that later supersteps join
+    with where its chunks already are. Given to `run`, the frames replaced or cut on the way and
+    the gathered chunks are released with the loop's in-flight frames (emit the chunks to get
+    their union); the last kept frames stay.
     """
 
     def __init__(self, **frames: DataFrame) -> None:
         self._frames = dict(frames)
         self._made: list[DataFrame] = []   # the frames keep() cut (those given at the start are not ours)
         self._spent: list[DataFrame] = []
+        self._gathered: dict[str, list[DataFrame]] = {}
 
     def __getitem__(self, name: str) -> DataFrame:
         return self._frames[name]
@@ -105,8 +109,22 @@ class Carry:
         self._spent.append(cut)
         return cut
 
+    def gather(self, name: str, frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFrame:
+        """Add `frame` to the chunks gathered as `name`, made `resident` by `keys`; return the chunk."""
+        chunk = resident(frame, keys, partitions)
+        self._gathered.setdefault(name, []).append(chunk)
+        return chunk
+
+    def gathered(self, name: str) -> list[DataFrame]:
+        """The chunks gathered as `name` so far, oldest first (none before the first `gather`)."""
+        return list(self._gathered.get(name, []))
+
     def release(self) -> None:
-        """Free what the loop spent; the frames carried now stay."""
+        """Free what the loop spent and gathered; the frames carried now stay (twice is harmless)."""
+        for chunks in self._gathered.values():
+            for chunk in chunks:
+                chunk.unpersist()
+        self._gathered = {}
         for frame in self._spent:
             release(frame)
         self._spent = []

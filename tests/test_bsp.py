@@ -1,5 +1,8 @@
 """The superstep engine: termination, bounds, progress lines, emissions and released frames."""
+from functools import reduce
+
 import pytest
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -81,6 +84,33 @@ def test_a_carried_frame_is_cut_each_superstep_and_only_the_last_one_stays(spark
     # left: the last in-flight frame, the emission and the last carried frame; never the one given
     assert cached() - before <= 3
     assert given.count() == 1
+
+
+def test_gathered_chunks_are_joined_where_they_sit_and_released_with_the_loop(spark):
+    sc = spark.sparkContext
+
+    def cached() -> int:
+        return len(sc._jsc.sc().getRDDStorageInfo())
+
+    carry = bsp.Carry()
+    carry.gather("seen", spark.createDataFrame([(5,)], "c int"), ("c",), 2)
+
+    def visit(inflight, k, n):
+        """Each counter not seen before is gathered and emitted; counters go down to 0."""
+        fresh = inflight.join(reduce(DataFrame.unionByName, carry.gathered("seen")), "c", "left_anti")
+        chunk = carry.gather("seen", fresh, ("c",), 2)
+        assert bsp.hashed_by(chunk, "c")
+        return bsp.Superstep(inflight.where(F.col("c") > 0).select((F.col("c") - 1).alias("c")),
+                             {"fresh": chunk})
+
+    before = cached()
+    out = bsp.run("visit", spark.createDataFrame([(7,), (3,)], "c int"), visit, 10, carry=carry)
+    assert out.supersteps == 8 and carry.gathered("seen") == []
+    # 5 was given, so it is never fresh; 3, 2, 1 and 0 come twice (from 7 and from 3) and are fresh once
+    assertDataFrameEqual(out.emitted["fresh"], spark.createDataFrame([(c,) for c in (7, 6, 4, 3, 2, 1, 0)],
+                                                                     "c int"))
+    # left: the last in-flight frame and the emission; the nine chunks, the given one included, are gone
+    assert cached() - before <= 1
 
 
 def test_quiet_holds_the_progress_lines_back(spark, progress):

@@ -97,21 +97,18 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     keys = topic_keys(senders.sparkSession, topics)
     limit = max_supersteps or overlay.ring.route_bound
     carry = bsp.Carry()
-    # the members so far, as one resident chunk per superstep (the given ones first): a superstep
-    # shuffles its arrivals once and meets every chunk where it already is; partitions as the
-    # node state's
+    # the members so far, gathered as one resident chunk per superstep (the given ones first): a
+    # superstep shuffles its arrivals once and meets every chunk where it already is; partitions as
+    # the node state's
     parts = ov.state_partitions(senders.sparkSession.sparkContext, overlay.ring.n)
     given = members
-    chunks = ([] if given is None
-              else [bsp.resident(given.select(TOPIC, NODE).distinct(), (TOPIC, NODE), parts)])
-
-    def all_members() -> DataFrame | None:
-        """The members so far: the union of the chunks (None before anyone joined)."""
-        return reduce(DataFrame.unionByName, chunks) if chunks else None
+    if given is not None:
+        carry.gather("members", given.select(TOPIC, NODE).distinct(), (TOPIC, NODE), parts)
 
     def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Split:
         """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
-        members = all_members()
+        chunks = carry.gathered("members")
+        members = reduce(DataFrame.unionByName, chunks) if chunks else None
         out = {}
         if forward is not None and k > 1:
             arrivals = carry.cut(forward(arrivals).select(TOPIC, AT, "from", LAST))
@@ -134,7 +131,8 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
         new = joining.select(TOPIC, NODE)
         if k == 1 and members is not None:   # step 1's senders may be members already
             new = new.join(members, [TOPIC, NODE], "left_anti")
-        chunks.append(bsp.resident(new, (TOPIC, NODE), parts))
+        chunk = carry.gather("members", new, (TOPIC, NODE), parts)
+        out["members"] = reduce(DataFrame.unionByName, [*chunks, chunk]) if k == 1 else chunk
         hop = ov.next_hop(overlay, joining.join(keys, TOPIC).withColumnRenamed(NODE, AT))
 
         def onward(hop: DataFrame) -> DataFrame:
@@ -148,19 +146,16 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     try:
-        # the carry is released here, not by the loop: each chunk is cached from a `joining` frame
-        # the carry cut, and reading a chunk whose cache Spark misses recomputes it from that cut
-        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages")
-        members = all_members()
-        if members is not None:   # one frame for the callers
-            members = members.localCheckpoint()
-    finally:
-        for chunk in chunks:
-            chunk.unpersist()
+        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", carry=carry)
+    finally:   # the loop releases the carry when it ends; this covers a loop that raised
         carry.release()
     e = done.emitted
     empty = start.select(TOPIC, F.col("from").alias(SRC), F.col(AT).alias(DST), LAST).limit(0)
-    if members is None:   # nobody sent
+    if "members" in e:
+        members = e["members"]
+    elif given is not None:   # nobody sent
+        members = given.select(TOPIC, NODE).distinct().localCheckpoint()
+    else:
         members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)
     roots = e.get("roots", empty.select(TOPIC, F.col(DST).alias(NODE)))
     if "member_roots" in e:
