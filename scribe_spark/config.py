@@ -136,6 +136,28 @@ class Replicas:
         _require(1 <= self.replicas <= leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
 
 
+class TnoDeployment:
+    """Checks of the TNO keys T2 and T3 share: topics, their popularity, sequencer chains and servers."""
+
+    topics: int
+    topics_per_client: int
+    popularity: str | tuple[str, ...]
+    chains: tuple[str, ...]
+    servers: int
+    regions: int
+
+    def validate_deployment(self) -> None:
+        """Check the topics, the subscriptions per client, the chains and the sequencing servers."""
+        _require_chains(self.chains)
+        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
+        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
+                 f"must be in 1..topics ({self.topics})", self.topics_per_client)
+        _require_models(self.popularity, self.topics)
+        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
+                 self.servers)
+        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+
+
 def _matrix_sites(path: str) -> int:
     from scribe_spark.topology import load_matrix
     try:
@@ -263,7 +285,7 @@ class TnoSizeParams:
 
 
 @dataclass(frozen=True)
-class TnoOrderingParams(OnRouters):
+class TnoOrderingParams(TnoDeployment, OnRouters):
     """SPEC T3: TNO over Scribe trees whose per-hop delays reorder events."""
 
     nodes: int = 2000
@@ -288,15 +310,11 @@ class TnoOrderingParams(OnRouters):
     engine: str = "process"
 
     def validate(self) -> None:
-        _require_chains(self.chains)
         _require(self.engine in ("process", "spark"), "engine", "must be 'process' or 'spark'", self.engine)
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})",
                  self.clients)
-        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
-                 f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require_models(self.popularity, self.topics)
+        self.validate_deployment()
         _require(self.events >= 1, "events", "must be >= 1", self.events)
         _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
         _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
@@ -311,14 +329,11 @@ class TnoOrderingParams(OnRouters):
         _require(self.recovery_timeout_ms > 0, "recovery_timeout_ms", "must be > 0", self.recovery_timeout_ms)
         _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
         _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
-        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
-                 self.servers)
-        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
         self.validate_overlay(self.nodes)
 
 
 @dataclass(frozen=True)
-class TnoSequencerParams:
+class TnoSequencerParams(TnoDeployment):
     """SPEC T2: latency, throughput and inter-server bandwidth of the multistage sequencer."""
 
     clients: int = 1000
@@ -342,15 +357,11 @@ class TnoSequencerParams:
     def validate(self) -> None:
         from scribe_spark.tno.sequencer import PRECEDENCE
         _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
-        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
-                 self.servers)
-        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+        self.validate_deployment()
         _require(self.deployment in ("geo", "global"), "deployment", "must be 'geo' or 'global'",
                  self.deployment)
         _require(self.precedence in PRECEDENCE, "precedence", f"must be one of {', '.join(PRECEDENCE)}",
                  self.precedence)
-        _require_chains(self.chains)
         if self.deployment == "geo":
             _require(self.regions == self.servers, "regions",
                      f"the geo deployment has one site per server: must equal servers ({self.servers})",
@@ -367,9 +378,6 @@ class TnoSequencerParams:
                      f"every value (topics per client) must be in 1..topics ({self.topics})", k)
         _require(self.subscription_rate > 0, "subscription_rate", "must be > 0 (events per second)",
                  self.subscription_rate)
-        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
-                 f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require_models(self.popularity, self.topics)
         _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))
         for r in self.rates:
             _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)
