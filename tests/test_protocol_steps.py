@@ -1,0 +1,85 @@
+"""Pastry's and Scribe's supersteps on a hand-built four-node overlay, the expected frames written by hand.
+
+Ids (b = 4, one hex digit per routing-table column; low 64 bits 0): node 0 = 0x1..., node 1 = 0x2...,
+node 2 = 0x8..., node 3 = 0xC.... Leaf sets of size 2 ([left, right] neighbour on the ring), one
+routing-table row (each other node under its first digit), no neighbourhood set. Locations on the
+plane make every distance a whole number.
+"""
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from scribe_spark import topology
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.scribe import trees as tr
+from scribe_spark.scribe.topics import Topics
+
+FIRST_DIGIT = [0x1, 0x2, 0x8, 0xC]
+LEAF = [[3, 1], [0, 2], [1, 3], [2, 0]]
+XY = [(0, 0), (3, 4), (6, 8), (0, 8)]     # d(0,1) = 5, d(0,2) = 10, d(0,3) = 8, d(1,3) = 5, d(2,3) = 6
+
+
+def key(digits: int, low: int = 0) -> int:
+    """A 64-bit high half from its leading hex digits (0x1F -> 0x1F00...00) plus `low`."""
+    width = len(f"{digits:x}")
+    return (digits << (64 - 4 * width)) + low
+
+
+@pytest.fixture(scope="module")
+def four(spark):
+    hi = np.array([key(d) for d in FIRST_DIGIT], dtype=np.uint64)
+    ring = Ring(hi, np.zeros(4, dtype=np.uint64), 4, 2, 0,
+                topology.Proximity("plane", coords=np.array(XY, dtype=float)))
+    rows = []
+    for i in range(4):
+        rt = [-1] * 16
+        for j, d in enumerate(FIRST_DIGIT):
+            if j != i:
+                rt[d] = j
+        rows.append((i, LEAF[i], rt, []))
+    state = spark.createDataFrame(rows, ov.STATE_SCHEMA).persist()
+    yield ov.Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
+    state.unpersist()
+
+
+def test_route_step_applies_the_leaf_table_and_rare_rules_one_hop_per_superstep(spark, four, progress):
+    starts = [  # (src, key high half)
+        (0, key(0x9)),          # no leaf range, no entry under digit 9: rare case to node 2 (closest)
+        (1, key(0x1, 1)),       # within node 1's leaf range: leaf rule to node 0
+        (3, key(0x2, 5)),       # outside node 3's leaf range: table entry under digit 2, node 1
+        (2, key(0x8)),          # node 2's own id: delivered where it starts
+        (3, key(0x1F)),         # table entry under digit 1 (node 0), whose leaf set knows node 1 is closer
+    ]
+    src = np.array([s for s, _ in starts])
+    hi = np.array([k for _, k in starts], dtype=np.uint64)
+    msgs = ov.messages_frame(spark, src, hi, np.zeros(len(starts), dtype=np.uint64))
+    got = ov.route(four, msgs).select("mid", "dest", "hops", "rare", "distance", "direct")
+    want = spark.createDataFrame(
+        [(0, 2, 1, 1, 10.0, 10.0), (1, 0, 1, 0, 5.0, 5.0), (2, 1, 1, 0, 5.0, 5.0), (3, 2, 0, 0, 0.0, 0.0),
+         (4, 1, 2, 0, 13.0, 5.0)],
+        "mid long, dest long, hops int, rare int, distance double, direct double")
+    assertDataFrameEqual(got, want)
+    assert [line.split(" (")[0] for line in progress] == [
+        "route superstep 1: 4 messages in flight", "route superstep 2: 1 messages in flight",
+        "route superstep 3: 0 messages in flight"]
+
+
+def test_subscribe_steps_build_each_tree_hop_by_hop_with_forwarders_joining(spark, four, progress):
+    # topic 0 (key 0x9...) has root node 2; topic 1 (key 0x1F...) root node 1, reached through node 0
+    topics = Topics(["t0", "t1"], ["c", "c"], np.array([key(0x9), key(0x1F)], dtype=np.uint64),
+                    np.zeros(2, dtype=np.uint64), ["0" * 16, "0" * 16])
+    subs = tr.subscriptions_frame(spark, np.array([0, 0, 0, 1, 1]), np.array([0, 1, 3, 3, 2]))
+    trees = tr.subscribe(four, topics, subs)
+    assertDataFrameEqual(trees.edges, spark.createDataFrame(
+        [(0, 0, 2), (0, 1, 2), (0, 3, 2), (1, 3, 0), (1, 2, 0), (1, 0, 1)], "topic long, src long, dst long"))
+    assertDataFrameEqual(trees.members, spark.createDataFrame(
+        [(0, n) for n in (0, 1, 2, 3)] + [(1, n) for n in (0, 1, 2, 3)], "topic long, node long"))
+    assertDataFrameEqual(trees.roots, spark.createDataFrame([(0, 2), (1, 1)], "topic long, node long"))
+    assert trees.supersteps == 3
+    assert [line.split(" (")[0] for line in progress] == [
+        "subscribe superstep 1: 5 SUBSCRIBE messages in flight",
+        "subscribe superstep 2: 1 SUBSCRIBE messages in flight",
+        "subscribe superstep 3: 0 SUBSCRIBE messages in flight"]
+    assert trees.edges.where(F.col("src") == F.col("dst")).count() == 0
