@@ -1,9 +1,9 @@
 """Pastry's and Scribe's supersteps on a hand-built four-node overlay, the expected frames written by hand.
 
 Ids (b = 4, one hex digit per routing-table column; low 64 bits 0): node 0 = 0x1..., node 1 = 0x2...,
-node 2 = 0x8..., node 3 = 0xC.... Leaf sets of size 2 ([left, right] neighbour on the ring), one
-routing-table row (each other node under its first digit), no neighbourhood set. Locations on the
-plane make every distance a whole number.
+node 2 = 0x8..., node 3 = 0xC... (and node 4 = 0xB..., the newcomer of the join test). Leaf sets of
+size 2 ([left, right] neighbour on the ring), one routing-table row (each other node under its first
+digit), no neighbourhood set. Locations on the plane make every distance a whole number.
 """
 import numpy as np
 import pytest
@@ -11,14 +11,15 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from scribe_spark import topology
+from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.topics import Topics
 
-FIRST_DIGIT = [0x1, 0x2, 0x8, 0xC]
+FIRST_DIGIT = [0x1, 0x2, 0x8, 0xC, 0xB]
 LEAF = [[3, 1], [0, 2], [1, 3], [2, 0]]
-XY = [(0, 0), (3, 4), (6, 8), (0, 8)]     # d(0,1) = 5, d(0,2) = 10, d(0,3) = 8, d(1,3) = 5, d(2,3) = 6
+XY = [(0, 0), (3, 4), (6, 8), (0, 8), (6, 0)]   # d(0,1) = 5, d(0,2) = 10, d(0,3) = 8, d(1,3) = 5, d(1,4) = 5
 
 
 def key(digits: int, low: int = 0) -> int:
@@ -27,21 +28,29 @@ def key(digits: int, low: int = 0) -> int:
     return (digits << (64 - 4 * width)) + low
 
 
+def overlay(spark, nodes: int) -> ov.Overlay:
+    """The four-node overlay on a ring of `nodes` ids (5: node 4 is known to the ring, not yet joined)."""
+    hi = np.array([key(d) for d in FIRST_DIGIT[:nodes]], dtype=np.uint64)
+    ring = Ring(hi, np.zeros(nodes, dtype=np.uint64), 4, 2, 0,
+                topology.Proximity("plane", coords=np.array(XY[:nodes], dtype=float)))
+    state = spark.createDataFrame([(i, LEAF[i], table(i, range(4)), []) for i in range(4)], ov.STATE_SCHEMA)
+    return ov.Overlay(ring, spark.sparkContext.broadcast(ring), state.persist(), "proximity")
+
+
+def table(me: int, nodes) -> list[int]:
+    """Node `me`'s routing table: one row, each other node under its first digit, -1 elsewhere."""
+    rt = [-1] * 16
+    for j in nodes:
+        if j != me:
+            rt[FIRST_DIGIT[j]] = j
+    return rt
+
+
 @pytest.fixture(scope="module")
 def four(spark):
-    hi = np.array([key(d) for d in FIRST_DIGIT], dtype=np.uint64)
-    ring = Ring(hi, np.zeros(4, dtype=np.uint64), 4, 2, 0,
-                topology.Proximity("plane", coords=np.array(XY, dtype=float)))
-    rows = []
-    for i in range(4):
-        rt = [-1] * 16
-        for j, d in enumerate(FIRST_DIGIT):
-            if j != i:
-                rt[d] = j
-        rows.append((i, LEAF[i], rt, []))
-    state = spark.createDataFrame(rows, ov.STATE_SCHEMA).persist()
-    yield ov.Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
-    state.unpersist()
+    o = overlay(spark, 4)
+    yield o
+    o.unpersist()
 
 
 def test_route_step_applies_the_leaf_table_and_rare_rules_one_hop_per_superstep(spark, four, progress):
@@ -83,3 +92,20 @@ def test_subscribe_steps_build_each_tree_hop_by_hop_with_forwarders_joining(spar
         "subscribe superstep 2: 1 SUBSCRIBE messages in flight",
         "subscribe superstep 3: 0 SUBSCRIBE messages in flight"]
     assert trees.edges.where(F.col("src") == F.col("dst")).count() == 0
+
+
+def test_join_routes_to_the_closest_node_builds_the_newcomer_and_updates_the_nodes_it_names(spark, progress):
+    o = overlay(spark, 5)
+    # node 4 (0xB..., at (6, 0)) contacts node 1, its nearest on the plane; the JOIN goes by the rare case
+    # to node 3, the closest to 0xB...; node 4 takes node 1's row 0 (and node 1), node 3's leaf set
+    grown, counts = joins.join_batch(o, np.arange(4), np.array([4]))
+    want = [(0, [3, 1]), (1, [0, 2]), (2, [1, 4]), (3, [4, 0]), (4, [2, 3])]
+    assertDataFrameEqual(grown.state, spark.createDataFrame(
+        [(i, leaf, table(i, range(5)), []) for i, leaf in want], ov.STATE_SCHEMA))
+    # one hop; node 4 gets node 1's row and node 3's leaf set (+1) and tells the four nodes it names;
+    # one exchange superstep of the 5 x 2 leaf-set entries changes nothing
+    assert counts == {"route": 1, "transfer": 3, "notify": 4, "leaf_exchange": 10}
+    assert [line.split(" (")[0] for line in progress] == [
+        "JOIN superstep 1: 1 messages in flight", "JOIN superstep 2: 0 messages in flight",
+        "leaf-set exchange superstep 1: 0 leaf-set messages in flight"]
+    grown.unpersist()
