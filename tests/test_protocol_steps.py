@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from scribe_spark import topology
-from scribe_spark.pastry import joins
+from scribe_spark.pastry import failures, joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.scribe import trees as tr
@@ -109,3 +109,27 @@ def test_join_routes_to_the_closest_node_builds_the_newcomer_and_updates_the_nod
         "JOIN superstep 1: 1 messages in flight", "JOIN superstep 2: 0 messages in flight",
         "leaf-set exchange superstep 1: 0 leaf-set messages in flight"]
     grown.unpersist()
+
+
+def test_leaf_set_repair_step_asks_the_farthest_live_node_on_the_side_that_lost_one(spark, progress):
+    # eight nodes 0x1... .. 0x8... in ring order, leaf sets of 4 ([two smaller, two larger], nearest
+    # first); node 3 fails. Its four neighbours each ask the farthest live node on that side (nodes
+    # 1 and 5 ask 2 and 4, nodes 2 and 4 ask 4 and 2) and merge its reply: one superstep repairs all.
+    ring = Ring(np.array([key(d) for d in range(1, 9)], dtype=np.uint64), np.zeros(8, dtype=np.uint64), 4, 4,
+                0, topology.Proximity("plane", coords=np.arange(16, dtype=float).reshape(8, 2)))
+
+    def leaf(i: int) -> list[int]:
+        return [(i - 1) % 8, (i - 2) % 8, (i + 1) % 8, (i + 2) % 8]
+
+    state = spark.createDataFrame([(i, leaf(i), [], []) for i in range(8)], ov.STATE_SCHEMA).persist()
+    o = ov.Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
+    dead = np.zeros(8, dtype=bool)
+    dead[3] = True
+    repaired, messages = failures.repair_leaf_sets(o, dead)
+    want = {0: [7, 6, 1, 2], 1: [0, 7, 2, 4], 2: [1, 0, 4, 5], 4: [2, 1, 5, 6], 5: [4, 2, 6, 7],
+            6: [5, 4, 7, 0], 7: [6, 5, 0, 1]}
+    assertDataFrameEqual(repaired, spark.createDataFrame([(i, v, [], []) for i, v in want.items()],
+                                                         ov.STATE_SCHEMA))
+    assert messages == 4 * failures.MESSAGES_PER_RPC
+    assert [line.split(" (")[0] for line in progress] == ["leaf-set repair superstep 1: 0 requests in flight"]
+    state.unpersist()
