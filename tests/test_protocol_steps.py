@@ -1,9 +1,10 @@
-"""Pastry's and Scribe's supersteps on a hand-built four-node overlay, the expected frames written by hand.
+"""Each protocol superstep on a tiny hand-built overlay, the expected frames written out by hand.
 
-Ids (b = 4, one hex digit per routing-table column; low 64 bits 0): node 0 = 0x1..., node 1 = 0x2...,
-node 2 = 0x8..., node 3 = 0xC... (and node 4 = 0xB..., the newcomer of the join test). Leaf sets of
-size 2 ([left, right] neighbour on the ring), one routing-table row (each other node under its first
-digit), no neighbourhood set. Locations on the plane make every distance a whole number.
+The route, subscribe and join tests share four nodes (b = 4, one hex digit per routing-table
+column; low 64 bits 0): node 0 = 0x1..., node 1 = 0x2..., node 2 = 0x8..., node 3 = 0xC... (and
+node 4 = 0xB..., the join's newcomer). Leaf sets of size 2 ([left, right] neighbour on the ring),
+one routing-table row (each other node under its first digit), no neighbourhood set. Locations on
+the plane make every distance a whole number. The repair tests build their own small rings.
 """
 import numpy as np
 import pytest
@@ -133,3 +134,34 @@ def test_leaf_set_repair_step_asks_the_farthest_live_node_on_the_side_that_lost_
     assert messages == 4 * failures.MESSAGES_PER_RPC
     assert [line.split(" (")[0] for line in progress] == ["leaf-set repair superstep 1: 0 requests in flight"]
     state.unpersist()
+
+
+def test_routing_table_repair_steps_ask_row_r_then_row_r_plus_1_nearest_contact_first(spark, progress):
+    # nodes 0x10, 0x20, 0x81, 0x82, 0xC0...; node 2 (0x81) fails. Nodes 0 and 4 held it at row 0,
+    # column 8: each asks its nearest live row-0 entry, node 1 (5 away), whose column 8 is node 3.
+    # Node 3 held it at row 1, column 1, and has no other entry in rows 1 or 2 to ask: it stays empty.
+    firsts = [0x10, 0x20, 0x81, 0x82, 0xC0]
+    ring = Ring(np.array([key(d) for d in firsts], dtype=np.uint64), np.zeros(5, dtype=np.uint64), 4, 2, 0,
+                topology.Proximity("plane", coords=np.array([(0, 0), (3, 4), (6, 8), (0, 8), (6, 0)], float)))
+
+    def rt(entries: dict[int, int], width: int = 16) -> list[int]:
+        out = [-1] * width
+        for pos, node in entries.items():
+            out[pos] = node
+        return out
+
+    tables = {0: rt({2: 1, 8: 2, 12: 4}), 1: rt({1: 0, 8: 3, 12: 4}),
+              3: rt({1: 0, 2: 1, 12: 4, 16 + 1: 2}, 32), 4: rt({1: 0, 2: 1, 8: 2})}
+    state = spark.createDataFrame([(i, [], t, []) for i, t in tables.items()], ov.STATE_SCHEMA)
+    o = ov.Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
+    dead = np.array([False, False, True, False, False])
+    fixed, counts = failures.repair_routing_tables(o, state, dead)
+    tables[0][8] = tables[4][8] = 3
+    tables[3][16 + 1] = -1
+    assertDataFrameEqual(fixed, spark.createDataFrame([(i, [], t, []) for i, t in tables.items()],
+                                                      ov.STATE_SCHEMA))
+    # nodes 0 and 4 each asked one contact (node 1, the nearest, had the answer)
+    assert counts == {"holes": 3, "repaired": 2, "messages": 2 * failures.MESSAGES_PER_RPC}
+    assert [line.split(" (")[0] for line in progress] == [
+        "routing-table repair superstep 1: 1 holes in flight",
+        "routing-table repair superstep 2: 1 holes in flight"]
