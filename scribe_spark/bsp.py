@@ -21,7 +21,7 @@ frame that holds them all (`Split`). `run` owns everything around it:
 - loop state: frames a loop carries from superstep to superstep (a node state, the members so
   far) and frames a step reads more than once live in a `Carry`, which cuts each one;
 - memory: once the emissions are materialized the loop's in-flight frames, and every frame its
-  `Carry` replaced or cut on the way, are released.
+  `Carry` replaced, cut or gathered on the way, are released.
 """
 from __future__ import annotations
 
@@ -139,8 +139,8 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
 
     `bound` is the most supersteps the protocol can need; more raises SuperstepBoundExceeded.
     With `rounds`, the loop stops after that many supersteps by design and returns what is left.
-    With `carry`, the frames it spent are released with the in-flight frames, after the
-    emissions are materialized.
+    With `carry`, the frames it spent (replaced, cut or gathered) are released with the in-flight
+    frames, after the emissions are materialized.
     """
     inflight = inflight.localCheckpoint(eager=False)
     n = rows(inflight)          # fills the cut

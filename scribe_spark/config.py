@@ -137,7 +137,7 @@ class Replicas:
 
 
 class TnoDeployment:
-    """Checks of the TNO keys T2 and T3 share: topics, their popularity, sequencer chains and servers."""
+    """Checks of the keys T2 and T3 share: topics, popularity, chains, servers and regions."""
 
     topics: int
     topics_per_client: int

@@ -6,8 +6,9 @@ wait ends at end of file; PySpark 4.1 then writes the EOFError back to the close
 daemon's flush fails and prints a `BrokenPipeError` traceback (SPARK-54344 made it a raise). Over
 Unix domain sockets (`session.SESSION_CONF`) the write fails at once, so long runs and the end
 of most jobs printed such tracebacks. Here a worker whose socket is at end of file before a task
-starts exits with a non-zero code and writes nothing, which is how the daemon ends a worker it
-will not reuse. A task that has started is untouched.
+starts raises SystemExit(1) and writes nothing: the daemon takes a non-zero code from the worker's
+main as "do not reuse" and ends the process, as it ends any worker it will not reuse. A task that
+has started is untouched.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ _DAEMON = "pyspark.daemon"
 
 
 def _quiet_at_eof(main: Callable[[BinaryIO, BinaryIO], None]) -> Callable[[BinaryIO, BinaryIO], None]:
-    """Wrap a worker's main: at end of file before a task, exit with code 1 and write nothing."""
+    """Wrap a worker's main: at end of file before a task, raise SystemExit(1) and write nothing."""
     def worker_main(infile: BinaryIO, outfile: BinaryIO) -> None:
         if infile.peek(1) == b"":   # the JVM closed this idle worker: there is no one to answer
             sys.exit(1)

@@ -93,12 +93,13 @@ def test_gathered_chunks_are_joined_where_they_sit_and_released_with_the_loop(sp
         return len(sc._jsc.sc().getRDDStorageInfo())
 
     carry = bsp.Carry()
-    carry.gather("seen", spark.createDataFrame([(5,)], "c int"), ("c",), 2)
+    chunks = [carry.gather("seen", spark.createDataFrame([(5,)], "c int"), ("c",), 2)]
 
     def visit(inflight, k, n):
         """Each counter not seen before is gathered and emitted; counters go down to 0."""
         fresh = inflight.join(reduce(DataFrame.unionByName, carry.gathered("seen")), "c", "left_anti")
         chunk = carry.gather("seen", fresh, ("c",), 2)
+        chunks.append(chunk)
         assert bsp.hashed_by(chunk, "c")
         return bsp.Superstep(inflight.where(F.col("c") > 0).select((F.col("c") - 1).alias("c")),
                              {"fresh": chunk})
@@ -109,8 +110,11 @@ def test_gathered_chunks_are_joined_where_they_sit_and_released_with_the_loop(sp
     # 5 was given, so it is never fresh; 3, 2, 1 and 0 come twice (from 7 and from 3) and are fresh once
     assertDataFrameEqual(out.emitted["fresh"], spark.createDataFrame([(c,) for c in (7, 6, 4, 3, 2, 1, 0)],
                                                                      "c int"))
-    # left: the last in-flight frame and the emission; the nine chunks, the given one included, are gone
+    # the nine chunks, the given one included, are no longer cached; left: the last in-flight frame and
+    # the emission
+    assert len(chunks) == 9 and not any(c.storageLevel.useMemory or c.storageLevel.useDisk for c in chunks)
     assert cached() - before <= 1
+    carry.release()   # a second release (as after a loop that raised) is harmless
 
 
 def test_quiet_holds_the_progress_lines_back(spark, progress):

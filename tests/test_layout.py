@@ -25,6 +25,7 @@ def imported(path: Path) -> set[str]:
 
 
 def layer(module: str) -> str:
+    """The top-level part of the library a module belongs to (`pastry`, `config`, ...)."""
     return module.split(".")[1]
 
 
