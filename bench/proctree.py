@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Callable
 
 
 def snapshot() -> tuple[dict, dict, dict]:
@@ -53,10 +54,13 @@ def by_role(pids, rss, cmd) -> dict[str, tuple[int, int]]:
 
 class PeakSampler:
     """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the
-    maximum and `at_peak` its split by `role` (KiB, and the number of processes of each role)."""
+    maximum, `at_peak` its split by `role` (KiB, and the number of processes of each role) and
+    `role_peak_kb` each role's own maximum. With `also`, the tree also takes every process whose
+    command line it accepts (a standalone cluster's executors, which are not the pid's children)."""
 
-    def __init__(self, pid: int, every: float = 0.5) -> None:
-        self.pid, self.every, self.peak_kb, self.at_peak = pid, every, 0, {}
+    def __init__(self, pid: int, every: float = 0.5, also: Callable[[bytes], bool] | None = None) -> None:
+        self.pid, self.every, self.also = pid, every, also
+        self.peak_kb, self.at_peak, self.role_peak_kb = 0, {}, {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -64,10 +68,13 @@ class PeakSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             children, rss, cmd = snapshot()
-            pids = tree_pids([self.pid], children)
-            total = sum(rss.get(p, 0) for p in pids)
+            roots = [self.pid] + ([p for p, c in cmd.items() if self.also(c)] if self.also else [])
+            split = by_role(tree_pids(roots, children), rss, cmd)
+            total = sum(kb for kb, _ in split.values())
             if total > self.peak_kb:
-                self.peak_kb, self.at_peak = total, by_role(pids, rss, cmd)
+                self.peak_kb, self.at_peak = total, split
+            for r, (kb, _) in split.items():
+                self.role_peak_kb[r] = max(self.role_peak_kb.get(r, 0), kb)
             time.sleep(self.every)
 
     def stop(self) -> int:

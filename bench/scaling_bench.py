@@ -34,7 +34,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -190,32 +189,20 @@ def point(n: int, mode: str, lookups: int, evlog: str, checks: list[str]) -> dic
         cmd += ["--py-files", str(zip_path), "--executor-memory",
                 os.environ.get("SCRIBE_EXECUTOR_MEMORY", "5g")]
     cmd += [__file__, "--child", str(n), "--lookups", str(lookups), "--evlog", evlog, *checks]
-    peak, stop = [0], threading.Event()
-    roles: dict[str, int] = {}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-
-    def sample():
-        while not stop.is_set():
-            children, rss, cmdline = proctree.snapshot()
-            executors = [p for p, c in cmdline.items() if b"CoarseGrainedExecutorBackend" in c]
-            now = proctree.by_role(proctree.tree_pids([proc.pid] + executors, children), rss, cmdline)
-            peak[0] = max(peak[0], sum(kb for kb, _ in now.values()))
-            for r, (kb, _) in now.items():
-                roles[r] = max(roles.get(r, 0), kb)
-            time.sleep(0.5)
-    threading.Thread(target=sample, daemon=True).start()
+    sampler = proctree.PeakSampler(proc.pid, also=lambda c: b"CoarseGrainedExecutorBackend" in c)
     t0 = time.time()
     stdout, _ = proc.communicate()
-    stop.set()
+    peak_kb = sampler.stop()
     if proc.returncode != 0:
         return {"n": n, "mode": mode, "error": f"exit {proc.returncode}", "wall_s": time.time() - t0}
     res = json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[7:])
     tb = task_bytes(evlog.removeprefix("file:"), res["app"])
-    res.update(mode=mode, wall_s=time.time() - t0, peak_mb=peak[0] / 1024,
+    res.update(mode=mode, wall_s=time.time() - t0, peak_mb=peak_kb / 1024,
                **{f"{ph}_{k}_mb": tb.get(ph, {}).get(k, 0) / 2**20
                   for ph in PHASES for k in ("shuffle", "spilled")},
-               **{f"peak_{r}_mb": kb / 1024 for r, kb in roles.items()})
+               **{f"peak_{r}_mb": kb / 1024 for r, kb in sampler.role_peak_kb.items()})
     return res
 
 
