@@ -101,9 +101,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     # superstep shuffles its arrivals once and meets every chunk where it already is; partitions as
     # the node state's
     parts = ov.state_partitions(senders.sparkSession.sparkContext, overlay.ring.n)
-    given = members
+    given = None if members is None else members.select(TOPIC, NODE).distinct()
     if given is not None:
-        carry.gather("members", given.select(TOPIC, NODE).distinct(), (TOPIC, NODE), parts)
+        carry.gather("members", given, (TOPIC, NODE), parts)
 
     def subscribe(arrivals: DataFrame, k: int, n: int) -> bsp.Split:
         """SUBSCRIBEs reach nodes: each adds its sender as a child; members stop them, other nodes join."""
@@ -154,7 +154,7 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
     if "members" in e:
         members = e["members"]
     elif given is not None:   # nobody sent
-        members = given.select(TOPIC, NODE).distinct().localCheckpoint()
+        members = given.localCheckpoint()
     else:
         members = start.select(TOPIC, F.col(AT).alias(NODE)).limit(0)
     roots = e.get("roots", empty.select(TOPIC, F.col(DST).alias(NODE)))
