@@ -93,10 +93,17 @@ class Carry:
     def __getitem__(self, name: str) -> DataFrame:
         return self._frames[name]
 
-    def keep(self, name: str, frame: DataFrame) -> DataFrame:
-        """Carry `frame`, cut, as `name` from now on; the frame it replaces is spent."""
+    def keep(self, name: str, frame: DataFrame, unsized: bool = False) -> DataFrame:
+        """Carry `frame`, cut, as `name` from now on; the frame it replaces is spent.
+
+        With `unsized` the cut forgets the size Spark estimated from its plan (see `unsized`): for
+        a frame joined each superstep with one computed from itself, such as a node state updated
+        from its own leaf sets, whose estimate would otherwise square each superstep.
+        """
         old = self._frames.get(name)
         new = frame.localCheckpoint()
+        if unsized:
+            new = _unsized(new)
         self._frames[name] = new
         self._made.append(new)
         if old is not None and any(old is f for f in self._made):
@@ -134,14 +141,22 @@ Step = Callable[[DataFrame, int, int], "Superstep | Split"]
 
 
 def run(loop: str, inflight: DataFrame, step: Step, bound: int,
-        unit: str = "messages", rounds: int | None = None, carry: Carry | None = None) -> Outcome:
+        unit: str = "messages", rounds: int | None = None, carry: Carry | None = None,
+        unsized: bool = False) -> Outcome:
     """Run supersteps of `step(inflight, k, n)` (k from 1, n = messages in flight) until none is left.
 
     `bound` is the most supersteps the protocol can need; more raises SuperstepBoundExceeded.
     With `rounds`, the loop stops after that many supersteps by design and returns what is left.
     With `carry`, the frames it spent (replaced, cut or gathered) are released with the in-flight
-    frames, after the emissions are materialized.
+    frames, after the emissions are materialized. With `unsized`, the in-flight cuts after the
+    first forget the size Spark estimated from their plans, as `Carry.keep(unsized=True)` does:
+    for a loop whose messages are computed by joining the messages before with frames computed
+    from them.
     """
+    def cut(frame: DataFrame) -> DataFrame:
+        frame = frame.localCheckpoint(eager=False)
+        return _unsized(frame) if unsized else frame
+
     inflight = inflight.localCheckpoint(eager=False)
     n = rows(inflight)          # fills the cut
     held = [inflight]
@@ -155,15 +170,15 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         t0 = time.time()
         out = step(inflight, k, n)
         if isinstance(out, Split):
-            cut = out.frame.localCheckpoint(eager=False)
-            held.append(cut)
-            inflight = out.inflight(cut)
+            whole = cut(out.frame)
+            held.append(whole)
+            inflight = out.inflight(whole)
             for name, read in out.emitted.items():
-                emitted.setdefault(name, []).append(read if isinstance(read, DataFrame) else read(cut))
+                emitted.setdefault(name, []).append(read if isinstance(read, DataFrame) else read(whole))
         else:
             for name, frame in out.emitted.items():
                 emitted.setdefault(name, []).append(frame)
-            inflight = out.inflight.localCheckpoint(eager=False)
+            inflight = cut(out.inflight)
             held.append(inflight)
         n = rows(inflight)          # one job fills the cut as it counts
         _log.info(f"{loop} superstep {k}: {n} {unit} in flight ({time.time() - t0:.1f}s)")
@@ -178,6 +193,26 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
     if carry is not None:
         carry.release()
     return Outcome(done, k, inflight, n)
+
+
+def _unsized(cut: DataFrame) -> DataFrame:
+    """Return a locally checkpointed frame that reads the same cached blocks with no size estimate.
+
+    A local checkpoint keeps the size its plan was estimated at, and Spark estimates a join as
+    the product of its sides: a state joined each superstep with a frame computed from itself
+    has an estimate whose digits double each superstep, until planning the superstep takes
+    longer than running it (seen: 0.5 s supersteps growing to 83 s by the fifteenth). Without an
+    estimate Spark assumes its default (spark.sql.defaultSizeInBytes), as for any scan of an RDD,
+    which is what the product already exceeds after one superstep: the plans stay those chosen today.
+    """
+    plan = cut._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        return cut
+    jvm, session = cut.sparkSession._jvm, cut._jdf.sparkSession()
+    none = jvm.scala.Option.empty()
+    bare = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(),
+                     plan.isStreaming(), plan.stream(), session, none, none)
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, bare), cut.sparkSession)
 
 
 def resident(frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFrame:

@@ -86,6 +86,44 @@ def test_a_carried_frame_is_cut_each_superstep_and_only_the_last_one_stays(spark
     assert given.count() == 1
 
 
+def test_an_unsized_cut_keeps_its_rows_and_blocks_and_forgets_the_estimate_that_squares(spark):
+    sc = spark.sparkContext
+
+    def estimate(frame: DataFrame) -> int:
+        return int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+
+    def grow(carry: bsp.Carry, unsized: bool) -> list[int]:
+        """Five supersteps' worth of a state joined with a frame computed from itself; the cuts' RDDs."""
+        made = []
+        for _ in range(5):
+            state = carry["state"]
+            merged = state.select("id", (F.col("v") + 1).alias("w"))
+            updated = state.join(merged, "id", "left").select("id", F.coalesce("w", "v").alias("v"))
+            cut = carry.keep("state", updated, unsized=unsized)
+            made.append(cut._jdf.queryExecution().analyzed().rdd().id())
+        return made
+
+    def stored(rdds: list[int]) -> list[int]:
+        held = {info.id() for info in sc._jsc.sc().getRDDStorageInfo()}
+        return [r for r in rdds if r in held]
+
+    start = spark.range(1000).select("id", F.lit(0).alias("v"))
+    squared = bsp.Carry(state=start)
+    grow(squared, False)
+    assert estimate(squared["state"]) > 2 ** 200
+    unsized = bsp.Carry(state=start)
+    made = grow(unsized, True)
+    kept = unsized["state"]
+    assert estimate(kept) == int(spark.conf.get("spark.sql.defaultSizeInBytes").rstrip("b"))
+    assertDataFrameEqual(kept, spark.range(1000).select("id", F.lit(5).alias("v")))
+    assert stored(made) == made
+    unsized.release()   # the four replaced cuts are freed through the unsized frames; the last stays
+    assert stored(made) == made[-1:]
+    bsp.release(kept)
+    squared.release()
+    bsp.release(squared["state"])
+
+
 def test_gathered_chunks_are_joined_where_they_sit_and_released_with_the_loop(spark):
     sc = spark.sparkContext
 
