@@ -9,9 +9,12 @@ gives every node a state with all dead entries already dropped (failures known e
 Repair, counting messages:
 - leaf sets (eager): a node that lost leaf-set members on a side asks the farthest live member
   on that side for its leaf set (request + reply) and keeps the |L|/2 nearest live ids per side
-  among what it knows; repeated as supersteps until no node is short. Neighborhood sets drop
-  their dead members at the same time (Pastry probes M periodically; P3 measures routing, which
-  uses M only in the rare case).
+  among what it knows; repeated as supersteps until no node is short, or until a superstep
+  changes no leaf set: then none ever will (the same questions get the same answers), which
+  happens when |L|/2 or more adjacent members failed, the case the Pastry paper names as the
+  one its leaf-set repair cannot handle; the nodes left short are logged as a warning.
+  Neighborhood sets drop their dead members at the same time (Pastry probes M periodically; P3
+  measures routing, which uses M only in the rare case).
 - routing tables: for a dead entry (r, c) the node asks the live entries of row r, nearest
   first, for their (r, c) entry until one names a live node (request + reply each); if none
   does, it asks the entries of row r + 1 the same way; if none does either, the entry stays
@@ -43,6 +46,39 @@ _log = logging.getLogger(__name__)
 
 # every repair question is one remote procedure call: a request and its reply (the Pastry paper counts RPCs)
 MESSAGES_PER_RPC = 2
+
+
+def runs(flags: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of True in `flags` read as a ring (a run may wrap from the end to the start)."""
+    if flags.all():
+        return np.array([len(flags)])
+    rolled = np.roll(flags, -int(np.argmin(flags)))   # start at a False: no run wraps
+    edges = np.diff(np.concatenate([[0], rolled.astype(np.int8), [0]]))
+    return np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+
+
+def longest_run(flags: np.ndarray) -> int:
+    """The longest run of True in `flags` read as a ring (0 if none)."""
+    lengths = runs(flags)
+    return int(lengths.max()) if len(lengths) else 0
+
+
+def repair_bound(ring: Ring, members: np.ndarray, dead: np.ndarray) -> int:
+    """The most supersteps eager leaf-set repair can take when `dead` of the overlay's `members` fail.
+
+    With h = |L|/2 and D the longest run of adjacent failed members shorter than h: a node short
+    on a side asks the farthest live member F it knows there, whose leaf set reaches h members
+    past F, the last live one of which lies at most D before that end; so each superstep moves
+    the farthest live member the node knows at least h - D members further, and the node's h-th
+    live member lies at most h (D + 1) members away: ceil(h (D + 1) / (h - D)) supersteps. When
+    runs of h or more failed members leave nodes short, one more superstep changes nothing and
+    ends the loop; and the first may change only what the dead members were (dropped, not
+    replaced): + 1.
+    """
+    h = ring.leaf_set // 2
+    lengths = runs(dead[ring.order[np.sort(ring.pos[members])]])
+    d = int(lengths[lengths < h].max(initial=0))
+    return -(-h * (d + 1) // (h - d)) + 1
 
 
 def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,27 +183,39 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
 NEW_LEAF = T.StructType([T.StructField(ID, T.LongType(), False), T.StructField("new_leaf", NODES, False)])
 
 
-def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
-    """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, each node's leaf set merged with the candidates."""
+def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, changed_only: bool = False) -> Callable:
+    """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, each node's leaf set merged with the candidates.
+
+    With `changed_only` only the nodes whose leaf set the candidates change are written.
+    """
     schema = arrow_schema(NEW_LEAF)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead, n_live = _survivors(ring_bc, dead_bc)
         for col, me, leaves in _leaf_batches(batches):
             cv, co = values_offsets(col["cand"])
-            out = []
+            ids, out = [], []
             for i, (m, leaf) in enumerate(zip(me, leaves)):
                 cand = np.concatenate([leaf, cv[co[i]:co[i + 1]]])
-                out.append(leaf_set_layout(ring, m, cand[~dead[cand]], n_live))
-            yield pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(out)], schema=schema)
+                new = leaf_set_layout(ring, m, cand[~dead[cand]], n_live)
+                if not changed_only or not np.array_equal(new, leaf):
+                    ids.append(m)
+                    out.append(new)
+            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int64()), list_array(out)], schema=schema)
     return _
 
 
-def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
-                     max_rounds: int = 20) -> tuple[DataFrame, int]:
+def with_new_leaves(state: DataFrame, merged: DataFrame) -> DataFrame:
+    """The state with the leaf sets in `merged` (NEW_LEAF) in place of the nodes' own, where it has one."""
+    return (state.join(merged, ID, "left")
+            .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
+
+
+def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int]:
     """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
     spark = overlay.state.sparkSession
     dead_bc = spark.sparkContext.broadcast(dead)
+    members = overlay.state.select(ID).toPandas()[ID].to_numpy()
     carry = bsp.Carry()
     carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
     messages = 0
@@ -177,21 +225,30 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray,
         return state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc),
                                                    "id long, contact long")
 
+    short = 0
+
     def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Contacts reply with their leaf sets; each asker merges them, asking again if need be."""
-        nonlocal messages
+        nonlocal messages, short
         messages += MESSAGES_PER_RPC * n   # a request and its reply
         state = carry["state"]
         contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
         replies = (inflight.join(contacts, "contact").groupBy(ID)
                    .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
-        merged = (replies.join(state.select(ID, "leaf"), ID)
-                  .mapInArrow(leaf_merge_task(overlay.ring_bc, dead_bc), NEW_LEAF))
-        state = carry.keep("state", state.join(merged, ID, "left")
-                           .select(ID, F.coalesce("new_leaf", "leaf").alias("leaf"), "rt", "nbr"))
+        merge = leaf_merge_task(overlay.ring_bc, dead_bc, changed_only=True)
+        merged = carry.cut(replies.join(state.select(ID, "leaf"), ID).mapInArrow(merge, NEW_LEAF))
+        if bsp.rows(merged) == 0:   # nothing learnt: asking again would get the same answers
+            short = bsp.rows(inflight.select(ID).distinct())
+            return bsp.Superstep(inflight.limit(0))
+        state = carry.keep("state", with_new_leaves(state, merged), unsized=True)
         return bsp.Superstep(requests(state))
 
-    bsp.run("leaf-set repair", requests(carry["state"]), repair, max_rounds, unit="requests", carry=carry)
+    bsp.run("leaf-set repair", requests(carry["state"]), repair, repair_bound(overlay.ring, members, dead),
+            unit="requests", carry=carry)
+    if short:
+        _log.warning(f"leaf-set repair: {short} nodes keep fewer than |L|/2 live members on a side; "
+                     f"{overlay.ring.leaf_set // 2} or more adjacent nodes failed, which Pastry's leaf-set "
+                     "repair cannot mend")
     return carry["state"], messages
 
 
