@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from scribe_spark import ids
-from scribe_spark.pastry import joins
+from scribe_spark.pastry import joins, kernels
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables
 from tests.helpers import adaptive_execution_off, small_ring
@@ -96,3 +96,30 @@ def test_pastry_joins_job_second_phases_find_nearer_nodes_and_count_every_slot_o
     assert j.at["rows", "table_exchange_per_newcomer"] == 0
     assert j.at["tables", "table_exchange_per_newcomer"] > 0
     assert (folder / "join_quality.png").stat().st_size > 0
+
+
+def test_a_batch_many_times_the_overlay_ends_with_the_true_leaf_sets_within_the_bound(spark, progress):
+    # 8 members, 192 newcomers: runs of dozens of newcomers between two old members, which only
+    # the answers to leaf sets from non-members settle (without them most leaf sets stayed wrong)
+    ring = small_ring(200, seed=12)
+    order = np.random.default_rng(13).permutation(ring.n)
+    members, xs = np.sort(order[:8]), np.sort(order[8:])
+    bound = joins.exchange_bound(ring, members, xs)
+    first = joins.initial_overlay(spark, ring, members)
+    grown, counts = joins.join_batch(first, members, xs)
+    got = grown.state.select("id", "leaf").toPandas().set_index("id").sort_index()
+    want = kernels.leaf_sets(ring, np.arange(ring.n))
+    assert [set(np.asarray(v).tolist()) for v in got.leaf] == [set(v.tolist()) for v in want]
+    supersteps = sum(line.startswith("leaf-set exchange superstep") for line in progress)
+    assert 3 < supersteps <= bound
+    assert counts["leaf_exchange"] > 0
+    grown.unpersist()
+
+
+def test_exchange_bound_counts_the_longest_run_of_newcomers_between_old_members():
+    ring = small_ring(40, seed=14)          # |L| = 16: h = 8
+    by_pos = ring.order                     # node numbers in ring order
+    members = by_pos[[0, 10, 30]]           # runs of 9, 19 and 9 newcomers (the last wraps to the start)
+    xs = np.setdiff1d(np.arange(40), members)
+    assert joins.exchange_bound(ring, members, xs) == 2 * 3 + 2
+    assert joins.exchange_bound(ring, by_pos[::2], by_pos[1::2]) == 2 * 1 + 2
