@@ -112,10 +112,11 @@ class TopicWorkload:
                  f"must be in 0..nodes ({nodes}); 0 = sizes from size_exponent", self.group_size)
 
 
+@dataclass(frozen=True)
 class Failures:
-    """Checks of `fail_fraction`, the share of nodes that fail at once (P3, S3 declare the field)."""
+    """`fail_fraction`, the share of nodes that fail at once (P3, S3), and its checks."""
 
-    fail_fraction: float
+    fail_fraction: float = 0.10
 
     def validate_failures(self, nodes: int, live: int, least: str) -> int:
         """Check fail_fraction leaves `live` of `nodes` alive (`least` says why); return the failing count."""
@@ -126,10 +127,11 @@ class Failures:
         return failing
 
 
+@dataclass(frozen=True)
 class Replicas:
-    """Checks of `replicas`, the root's leaf-set nodes that replicate its topic state (S3, churn)."""
+    """`replicas`, the root's leaf-set nodes that replicate its topic state (S3, churn), and its check."""
 
-    replicas: int
+    replicas: int = 5
 
     def validate_replicas(self, leaf_set: int) -> None:
         """Check the replicas fit in the leaf set."""
@@ -393,7 +395,6 @@ class PastryFailuresParams(Failures, AnyProximity):
     """SPEC P3: routing before failures, after failures without repair, and after repair."""
 
     nodes: int = 5000
-    fail_fraction: float = 0.10
     lookups: int = 200_000
     table_repair: str = "lazy"
     passes: int = 2
@@ -414,14 +415,12 @@ class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
 
     nodes: int = 5000
     topics: int = 100
-    fail_fraction: float = 0.10
     failed_roots: int = 10
     rounds: int = 30
     fail_round: int = 10
     timeout: int = 3
     publish_probability: float = 0.5
     buffer: int = 8
-    replicas: int = 5
 
     def validate(self) -> None:
         _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
@@ -454,7 +453,6 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
     mean_session_s: float = 1800.0
     lookups: int = 20_000
     topics: int = 30
-    replicas: int = 5
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)
