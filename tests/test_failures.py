@@ -192,8 +192,9 @@ def _survivors_leaf_sets(ring: Ring, dead: np.ndarray) -> dict[int, set[int]]:
 
 
 def test_runs_of_failures_shorter_than_half_the_leaf_set_are_mended_within_the_bound(spark, progress):
-    # |L| = 8 (h = 4); in ring order three of every four nodes fail: runs of 3 = h - 1, the slowest
-    # case the repair can mend, whose bound is ceil(4 x 4 / 1) + 1 = 17 supersteps
+    # |L| = 8 (h = 4); in ring order three of every four nodes fail: runs of 3 = h - 1, the longest
+    # the repair can mend, whose bound is ceil(4 x 4 / 1) + 1 = 17 supersteps. Contacts mend at the
+    # same time, so a node's reach doubles: 2 supersteps.
     ring = small_ring(160, b=2, leaf=8, nbr=8, seed=15)
     dead = np.zeros(ring.n, dtype=bool)
     dead[ring.order[np.arange(ring.n) % 4 != 0]] = True
@@ -205,7 +206,8 @@ def test_runs_of_failures_shorter_than_half_the_leaf_set_are_mended_within_the_b
     assert sorted(got.id) == sorted(want)
     assert all(set(np.asarray(leaf).tolist()) == want[i] for i, leaf in zip(got.id, got.leaf))
     supersteps = sum(line.startswith("leaf-set repair superstep") for line in progress)
-    assert 1 <= supersteps <= 17 and messages > 0
+    # the 40 survivors ask on both sides in both supersteps
+    assert supersteps == 2 and messages == fl.MESSAGES_PER_RPC * (80 + 80)
     overlay.unpersist()
 
 
@@ -238,7 +240,17 @@ def test_a_run_of_half_a_leaf_set_of_failures_stops_the_repair_at_the_nodes_it_c
     overlay.unpersist()
 
 
-def test_runs_are_read_around_the_ring():
-    assert sorted(fl.runs(np.array([1, 1, 0, 1, 0, 1, 1], dtype=bool)).tolist()) == [1, 4]
-    assert fl.runs(np.zeros(3, dtype=bool)).tolist() == [] and fl.longest_run(np.zeros(3, dtype=bool)) == 0
-    assert fl.runs(np.ones(3, dtype=bool)).tolist() == [3]
+def test_runs_are_read_around_the_ring_and_among_members_only():
+    assert sorted(kernels.runs(np.array([1, 1, 0, 1, 0, 1, 1], dtype=bool)).tolist()) == [1, 4]
+    assert kernels.runs(np.zeros(3, dtype=bool)).tolist() == []
+    assert kernels.runs(np.ones(3, dtype=bool)).tolist() == [3]
+    assert kernels.runs(np.zeros(0, dtype=bool)).tolist() == []
+    # churn: the overlay holds every other node; the others never joined and count as dead, yet a
+    # run counts adjacent members only: members 2 and 3 (ring positions 4, 6) failing are a run of 2
+    ring = small_ring(20, b=2, leaf=8, nbr=8, seed=17)
+    members = ring.order[::2]
+    dead = np.ones(ring.n, dtype=bool)
+    dead[members] = False
+    dead[ring.order[[4, 6]]] = True
+    assert kernels.member_runs(ring, members, dead).tolist() == [2]
+    assert fl.repair_bound(ring, members, dead) == -(-4 * 3 // 2) + 1

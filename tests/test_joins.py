@@ -110,16 +110,18 @@ def test_a_batch_many_times_the_overlay_ends_with_the_true_leaf_sets_within_the_
     got = grown.state.select("id", "leaf").toPandas().set_index("id").sort_index()
     want = kernels.leaf_sets(ring, np.arange(ring.n))
     assert [set(np.asarray(v).tolist()) for v in got.leaf] == [set(v.tolist()) for v in want]
-    supersteps = sum(line.startswith("leaf-set exchange superstep") for line in progress)
-    assert 3 < supersteps <= bound
-    assert counts["leaf_exchange"] > 0
+    in_flight = [int(line.split(": ")[1].split()[0]) for line in progress
+                 if line.startswith("leaf-set exchange superstep")]
+    assert bound == 2 * 7 + 2 and len(in_flight) == 9   # g = 53 newcomers in one run: ceil(53 / 8) + 2
+    # every node first sends its 16 leaf-set entries; then what each superstep left in flight
+    assert counts["leaf_exchange"] == ring.n * 16 + sum(in_flight)
     grown.unpersist()
 
 
 def test_exchange_bound_counts_the_longest_run_of_newcomers_between_old_members():
     ring = small_ring(40, seed=14)          # |L| = 16: h = 8
     by_pos = ring.order                     # node numbers in ring order
-    members = by_pos[[0, 10, 30]]           # runs of 9, 19 and 9 newcomers (the last wraps to the start)
+    members = by_pos[[5, 15, 35]]           # runs of 9, 19 and 9 newcomers (the last wraps to the start)
     xs = np.setdiff1d(np.arange(40), members)
     assert joins.exchange_bound(ring, members, xs) == 2 * 3 + 2
     assert joins.exchange_bound(ring, by_pos[::2], by_pos[1::2]) == 2 * 1 + 2

@@ -10,9 +10,9 @@ Repair, counting messages:
 - leaf sets (eager): a node that lost leaf-set members on a side asks the farthest live member
   on that side for its leaf set (request + reply) and keeps the |L|/2 nearest live ids per side
   among what it knows; repeated as supersteps until no node is short, or until a superstep
-  changes no leaf set: then none ever will (the same questions get the same answers), which
-  happens when |L|/2 or more adjacent members failed, the case the Pastry paper names as the
-  one its leaf-set repair cannot handle; the nodes left short are logged as a warning.
+  changes no leaf set: then none ever will (the same questions get the same answers), as when
+  |L|/2 or more adjacent members failed, the case the Pastry paper names as the one its
+  leaf-set repair cannot handle; the nodes left short are logged as a warning.
   Neighborhood sets drop their dead members at the same time (Pastry probes M periodically; P3
   measures routing, which uses M only in the rare case).
 - routing tables: for a dead entry (r, c) the node asks the live entries of row r, nearest
@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from scribe_spark import bsp
 from scribe_spark.arrow import arrow_schema, batch_columns, list_array, values_offsets
+from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
 
@@ -48,35 +49,19 @@ _log = logging.getLogger(__name__)
 MESSAGES_PER_RPC = 2
 
 
-def runs(flags: np.ndarray) -> np.ndarray:
-    """Lengths of the runs of True in `flags` read as a ring (a run may wrap from the end to the start)."""
-    if flags.all():
-        return np.array([len(flags)])
-    rolled = np.roll(flags, -int(np.argmin(flags)))   # start at a False: no run wraps
-    edges = np.diff(np.concatenate([[0], rolled.astype(np.int8), [0]]))
-    return np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
-
-
-def longest_run(flags: np.ndarray) -> int:
-    """The longest run of True in `flags` read as a ring (0 if none)."""
-    lengths = runs(flags)
-    return int(lengths.max()) if len(lengths) else 0
-
-
 def repair_bound(ring: Ring, members: np.ndarray, dead: np.ndarray) -> int:
-    """The most supersteps eager leaf-set repair can take when `dead` of the overlay's `members` fail.
+    """Eager leaf-set repair's superstep bound: ceil(h (D + 1) / (h - D)) + 1 (README, "How it works").
 
-    With h = |L|/2 and D the longest run of adjacent failed members shorter than h: a node short
-    on a side asks the farthest live member F it knows there, whose leaf set reaches h members
-    past F, the last live one of which lies at most D before that end; so each superstep moves
-    the farthest live member the node knows at least h - D members further, and the node's h-th
-    live member lies at most h (D + 1) members away: ceil(h (D + 1) / (h - D)) supersteps. When
-    runs of h or more failed members leave nodes short, one more superstep changes nothing and
-    ends the loop; and the first may change only what the dead members were (dropped, not
-    replaced): + 1.
+    h = |L|/2 and D is the longest run of adjacent failed `members` shorter than h. A node short on
+    a side asks the farthest live member it knows there, whose leaf set reaches h members further,
+    the last live one at most D before that end: each superstep moves the node's reach at least
+    h - D members, and its h-th live member is at most h (D + 1) away, which it knew h - D of
+    before the first: ceil(h (D + 1) / (h - D)) - 1 supersteps mend every node that can be mended
+    (if the leaf sets were right before the failure). A loop with nodes that cannot be mended
+    ends with a superstep that changes nothing, after at least one that drops dead members: + 2.
     """
     h = ring.leaf_set // 2
-    lengths = runs(dead[ring.order[np.sort(ring.pos[members])]])
+    lengths = kernels.member_runs(ring, members, dead)
     d = int(lengths[lengths < h].max(initial=0))
     return -(-h * (d + 1) // (h - d)) + 1
 
@@ -218,14 +203,12 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int
     members = overlay.state.select(ID).toPandas()[ID].to_numpy()
     carry = bsp.Carry()
     carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
-    messages = 0
+    messages = short = 0
 
     def requests(state: DataFrame) -> DataFrame:
         """A node whose leaf set names a dead one asks the farthest live one on that side for its leaf set."""
         return state.select(ID, "leaf").mapInArrow(_leaf_requests(overlay.ring_bc, dead_bc),
                                                    "id long, contact long")
-
-    short = 0
 
     def repair(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
         """Contacts reply with their leaf sets; each asker merges them, asking again if need be."""
@@ -246,9 +229,9 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int
     bsp.run("leaf-set repair", requests(carry["state"]), repair, repair_bound(overlay.ring, members, dead),
             unit="requests", carry=carry)
     if short:
-        _log.warning(f"leaf-set repair: {short} nodes keep fewer than |L|/2 live members on a side; "
-                     f"{overlay.ring.leaf_set // 2} or more adjacent nodes failed, which Pastry's leaf-set "
-                     "repair cannot mend")
+        _log.warning(f"leaf-set repair: {short} nodes keep fewer than |L|/2 live members on a side, "
+                     f"which Pastry's leaf-set repair cannot mend (e.g. {overlay.ring.leaf_set // 2} or more "
+                     "adjacent nodes failed)")
     return carry["state"], messages
 
 

@@ -43,7 +43,6 @@ from scribe_spark.pastry.failures import (
     NEW_LEAF,
     leaf_merge_task,
     leaf_set_layout,
-    longest_run,
     state_batch,
     with_new_leaves,
 )
@@ -52,7 +51,6 @@ from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_fram
 from scribe_spark.topology import Proximity
 
 _log = logging.getLogger(__name__)
-
 
 
 def sub_ring(ring: Ring, members: np.ndarray) -> Ring:
@@ -64,20 +62,20 @@ def sub_ring(ring: Ring, members: np.ndarray) -> Ring:
 
 
 def exchange_bound(ring: Ring, members: np.ndarray, xs: np.ndarray) -> int:
-    """The most supersteps the leaf-set exchange after newcomers `xs` join `members` can take.
+    """The leaf-set exchange's superstep bound after `xs` join `members`: 2 ceil(g / h) + 2 (README).
 
-    With g the most newcomers between two consecutive old members (in ring order) and h = |L|/2:
-    the nodes that know their true leaf sets spread into such a run from its ends, at least h
-    newcomers further every two supersteps from one end alone (a node that knows the next h
-    newcomers answers the leaf sets that miss them, and the newcomers answered then send theirs
-    to it); the first superstep and the last, when nothing changes, add two. So 2 ceil(g / h) + 2.
-    (Simulated runs of up to 200 newcomers with h from 1 to 8 took at most ceil(g / h) + 2.)
+    g is the most newcomers between two consecutive members and h = |L|/2. The nodes that know
+    their true leaf sets spread into such a run from the members at its ends (whose leaf sets
+    were right before the batch and who heard from every newcomer of the run): the first push
+    teaches each of them the h newcomers next to it; a newcomer further in that pushes to one of
+    them is answered, then pushes to the newcomers it learnt of, so the right ones spread h
+    further. `bench/leaf_exchange_model.py` never took more than ceil(g / h) + 2 over 275 batch
+    shapes; the bound allows twice that.
     """
     newcomer = np.zeros(ring.n, dtype=bool)
     newcomer[xs] = True
-    order = np.sort(ring.pos[np.concatenate([members, xs])])
-    g = longest_run(newcomer[ring.order[order]])
-    return 2 * -(-g // (ring.leaf_set // 2)) + 2
+    runs = kernels.member_runs(ring, np.concatenate([members, xs]), newcomer)
+    return 2 * -(-int(runs.max(initial=0)) // (ring.leaf_set // 2)) + 2
 
 
 def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Overlay:
@@ -312,21 +310,20 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         nonlocal exchange_msgs
         exchange_msgs += n
         state = carry["state"]
-        got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"),
-                                       F.collect_list(F.when(~F.col("answer"), F.col("c")[0])).alias("from"))
-        got = carry.cut(got)
-        # cut: read three times, and read whole (a Python task whose output Spark stops reading early,
-        # as isEmpty() would, ends with a broken pipe the Python daemon prints as a traceback)
+        pushed_by = F.when(~F.col("answer") & (F.col("c")[0] != F.col(ID)), F.col("c")[0])
+        got = carry.cut(inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"),
+                                                 F.collect_list(pushed_by).alias("from")))
+        # cut: read twice, and read whole (a Python task whose output Spark stops reading early, as
+        # isEmpty() would, ends with a broken pipe the Python daemon prints as a traceback)
         merged = carry.cut(state.select(ID, "leaf").join(got.select(ID, "cand"), ID).mapInArrow(
-            leaf_merge_task(overlay.ring_bc, absent), NEW_LEAF))
-        answers = (merged.join(got.select(ID, "from"), ID)
-                   .select(F.explode(F.array_except("from", "new_leaf")).alias(ID),
-                           F.concat(F.array(ID), "new_leaf").alias("c"), F.lit(True).alias("answer")))
-        changed = merged.join(state.select(ID, "leaf"), ID).where(F.col("new_leaf") != F.col("leaf"))
-        if bsp.rows(changed) == 0:
-            return bsp.Superstep(answers)
-        state = carry.keep("state", with_new_leaves(state, merged), unsized=True)
-        return bsp.Superstep(leaf_sets_sent(state).unionByName(answers))
+            leaf_merge_task(overlay.ring_bc, absent, changed_only=True), NEW_LEAF))
+        changed = bsp.rows(merged) > 0
+        if changed:
+            state = carry.keep("state", with_new_leaves(state, merged), unsized=True)
+        answers = (state.select(ID, "leaf").join(got.select(ID, "from"), ID)
+                   .select(F.explode(F.array_except("from", "leaf")).alias(ID),
+                           F.concat(F.array(ID), "leaf").alias("c"), F.lit(True).alias("answer")))
+        return bsp.Superstep(leaf_sets_sent(state).unionByName(answers) if changed else answers)
 
     bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, exchange_bound(ring, members, xs),
             unit="leaf-set messages", carry=carry, unsized=True)

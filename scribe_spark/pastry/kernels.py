@@ -65,6 +65,22 @@ class Ring:
         return 4 * self.digits + 16
 
 
+def runs(flags: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of True in `flags` read as a ring (a run may wrap from the end to the start)."""
+    if not flags.any():
+        return np.zeros(0, dtype=np.int64)
+    if flags.all():
+        return np.array([len(flags)])
+    rolled = np.roll(flags, -int(np.argmin(flags)))   # start at a False: no run wraps
+    edges = np.diff(np.concatenate([[0], rolled.astype(np.int8), [0]]))
+    return np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+
+
+def member_runs(ring: Ring, members: np.ndarray, flagged: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of adjacent `members` (ring order) that `flagged`, a mask of all nodes, marks."""
+    return runs(flagged[ring.order[np.sort(ring.pos[members])]])
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
