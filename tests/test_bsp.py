@@ -86,11 +86,31 @@ def test_a_carried_frame_is_cut_each_superstep_and_only_the_last_one_stays(spark
     assert given.count() == 1
 
 
+def estimate(frame: DataFrame) -> int:
+    """The size Spark's planner assumes for `frame`, in bytes."""
+    return int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+
+
+def test_an_unsized_loop_cuts_its_messages_without_the_estimate_of_their_plan(spark):
+    seen = []
+
+    def shrink(inflight: DataFrame, k: int, n: int) -> bsp.Superstep:
+        """Each superstep's messages come from a join of the messages with themselves."""
+        seen.append(estimate(inflight))
+        pairs = inflight.join(inflight.select("c", F.col("c").alias("d")), "c")
+        return bsp.Superstep(pairs.where(F.col("c") > 0).select((F.col("c") - 1).alias("c")))
+
+    frame = spark.range(4).select(F.col("id").alias("c"))   # c = 0..3: each join is one to one
+    out = bsp.run("self-join", frame, shrink, 10, unsized=True)
+    default = int(spark.conf.get("spark.sql.defaultSizeInBytes").rstrip("b"))
+    assert out.supersteps == 4 and seen[0] < default and seen[1:] == [default] * 3
+    seen.clear()
+    bsp.run("self-join", frame, shrink, 10)
+    assert seen[0] < seen[1] < seen[2] < seen[3]   # without: the estimate multiplies each superstep
+
+
 def test_an_unsized_cut_keeps_its_rows_and_blocks_and_forgets_the_estimate_that_squares(spark):
     sc = spark.sparkContext
-
-    def estimate(frame: DataFrame) -> int:
-        return int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
 
     def grow(carry: bsp.Carry, unsized: bool) -> list[int]:
         """Five supersteps' worth of a state joined with a frame computed from itself; the cuts' RDDs."""
