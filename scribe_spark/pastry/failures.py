@@ -166,27 +166,41 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
 
 
 NEW_LEAF = T.StructType([T.StructField(ID, T.LongType(), False), T.StructField("new_leaf", NODES, False)])
+# a merge that also names the senders to answer: those that pushed a leaf set and are not in new_leaf
+ANSWERED = T.StructType([*NEW_LEAF.fields, T.StructField("changed", T.BooleanType(), False),
+                         T.StructField("answer_to", NODES, False)])
 
 
-def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, changed_only: bool = False) -> Callable:
+def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, changed_only: bool = False,
+                    answering: bool = False) -> Callable:
     """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, each node's leaf set merged with the candidates.
 
-    With `changed_only` only the nodes whose leaf set the candidates change are written.
+    With `changed_only` only the nodes whose leaf set the candidates change are written. With
+    `answering` the input also holds `from`, the nodes that pushed their leaf sets, and the
+    output is ANSWERED: also the nodes that must answer one, with those senders in `answer_to`.
     """
-    schema = arrow_schema(NEW_LEAF)
+    schema = arrow_schema(ANSWERED if answering else NEW_LEAF)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead, n_live = _survivors(ring_bc, dead_bc)
         for col, me, leaves in _leaf_batches(batches):
             cv, co = values_offsets(col["cand"])
-            ids, out = [], []
+            fv, fo = values_offsets(col["from"]) if answering else (None, None)
+            ids, out, changed, answer_to = [], [], [], []
             for i, (m, leaf) in enumerate(zip(me, leaves)):
                 cand = np.concatenate([leaf, cv[co[i]:co[i + 1]]])
                 new = leaf_set_layout(ring, m, cand[~dead[cand]], n_live)
-                if not changed_only or not np.array_equal(new, leaf):
+                moved = not np.array_equal(new, leaf)
+                to = np.setdiff1d(fv[fo[i]:fo[i + 1]], new) if answering else ()
+                if moved or len(to) or not changed_only:
                     ids.append(m)
                     out.append(new)
-            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int64()), list_array(out)], schema=schema)
+                    changed.append(moved)
+                    answer_to.append(to)
+            arrays = [pa.array(ids, pa.int64()), list_array(out)]
+            if answering:
+                arrays += [pa.array(changed, pa.bool_()), list_array(answer_to)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
     return _
 
 

@@ -39,8 +39,8 @@ from scribe_spark.arrow import batch_columns, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import (
+    ANSWERED,
     MESSAGES_PER_RPC,
-    NEW_LEAF,
     leaf_merge_task,
     leaf_set_layout,
     state_batch,
@@ -311,18 +311,18 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         exchange_msgs += n
         state = carry["state"]
         pushed_by = F.when(~F.col("answer") & (F.col("c")[0] != F.col(ID)), F.col("c")[0])
-        got = carry.cut(inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"),
-                                                 F.collect_list(pushed_by).alias("from")))
+        got = inflight.groupBy(ID).agg(F.flatten(F.collect_list("c")).alias("cand"),
+                                       F.collect_list(pushed_by).alias("from"))
         # cut: read twice, and read whole (a Python task whose output Spark stops reading early, as
         # isEmpty() would, ends with a broken pipe the Python daemon prints as a traceback)
-        merged = carry.cut(state.select(ID, "leaf").join(got.select(ID, "cand"), ID).mapInArrow(
-            leaf_merge_task(overlay.ring_bc, absent, changed_only=True), NEW_LEAF))
-        changed = bsp.rows(merged) > 0
+        merged = carry.cut(state.select(ID, "leaf").join(got, ID).mapInArrow(
+            leaf_merge_task(overlay.ring_bc, absent, changed_only=True, answering=True), ANSWERED))
+        newly = merged.where("changed").select(ID, "new_leaf")
+        changed = bsp.rows(newly) > 0
         if changed:
-            state = carry.keep("state", with_new_leaves(state, merged), unsized=True)
-        answers = (state.select(ID, "leaf").join(got.select(ID, "from"), ID)
-                   .select(F.explode(F.array_except("from", "leaf")).alias(ID),
-                           F.concat(F.array(ID), "leaf").alias("c"), F.lit(True).alias("answer")))
+            state = carry.keep("state", with_new_leaves(state, newly), unsized=True)
+        answers = merged.select(F.explode("answer_to").alias(ID),
+                                F.concat(F.array(ID), "new_leaf").alias("c"), F.lit(True).alias("answer"))
         return bsp.Superstep(leaf_sets_sent(state).unionByName(answers) if changed else answers)
 
     bsp.run("leaf-set exchange", leaf_sets_sent(state), exchange, exchange_bound(ring, members, xs),
