@@ -171,12 +171,10 @@ ANSWERED = T.StructType([*NEW_LEAF.fields, T.StructField("changed", T.BooleanTyp
                          T.StructField("answer_to", NODES, False)])
 
 
-def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, changed_only: bool = False,
-                    answering: bool = False) -> Callable:
-    """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, each node's leaf set merged with the candidates.
+def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, answering: bool = False) -> Callable:
+    """mapInArrow task: (id, leaf, cand) -> NEW_LEAF, the nodes whose leaf set the candidates change.
 
-    With `changed_only` only the nodes whose leaf set the candidates change are written. With
-    `answering` the input also holds `from`, the nodes that pushed their leaf sets, and the
+    With `answering` the input also holds `from`, the nodes that pushed their leaf sets, and the
     output is ANSWERED: also the nodes that must answer one, with those senders in `answer_to`.
     """
     schema = arrow_schema(ANSWERED if answering else NEW_LEAF)
@@ -192,7 +190,7 @@ def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, changed_only: bool =
                 new = leaf_set_layout(ring, m, cand[~dead[cand]], n_live)
                 moved = not np.array_equal(new, leaf)
                 to = np.setdiff1d(fv[fo[i]:fo[i + 1]], new) if answering else ()
-                if moved or len(to) or not changed_only:
+                if moved or len(to):
                     ids.append(m)
                     out.append(new)
                     changed.append(moved)
@@ -232,7 +230,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int
         contacts = state.select(F.col(ID).alias("contact"), F.col("leaf").alias("cleaf"))
         replies = (inflight.join(contacts, "contact").groupBy(ID)
                    .agg(F.flatten(F.collect_list(F.concat(F.array("contact"), "cleaf"))).alias("cand")))
-        merge = leaf_merge_task(overlay.ring_bc, dead_bc, changed_only=True)
+        merge = leaf_merge_task(overlay.ring_bc, dead_bc)
         merged = carry.cut(replies.join(state.select(ID, "leaf"), ID).mapInArrow(merge, NEW_LEAF))
         if bsp.rows(merged) == 0:   # nothing learnt: asking again would get the same answers
             short = bsp.rows(inflight.select(ID).distinct())

@@ -316,7 +316,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
         # cut: read twice, and read whole (a Python task whose output Spark stops reading early, as
         # isEmpty() would, ends with a broken pipe the Python daemon prints as a traceback)
         merged = carry.cut(state.select(ID, "leaf").join(got, ID).mapInArrow(
-            leaf_merge_task(overlay.ring_bc, absent, changed_only=True, answering=True), ANSWERED))
+            leaf_merge_task(overlay.ring_bc, absent, answering=True), ANSWERED))
         newly = merged.where("changed").select(ID, "new_leaf")
         changed = bsp.rows(newly) > 0
         if changed:
