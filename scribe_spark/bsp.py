@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 _log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class Carry:
 
     def __init__(self, **frames: DataFrame) -> None:
         self._frames = dict(frames)
+        self.level: StorageLevel | None = None   # where keep() and cut() write; `run` sets it
         self._made: list[DataFrame] = []   # the frames keep() cut (those given at the start are not ours)
         self._spent: list[DataFrame] = []
         self._gathered: dict[str, list[DataFrame]] = {}
@@ -101,7 +103,7 @@ class Carry:
         from its own leaf sets, whose estimate would otherwise grow by a power each superstep.
         """
         old = self._frames.get(name)
-        new = frame.localCheckpoint()
+        new = frame.localCheckpoint(storageLevel=self.level)
         if unsized:
             new = _unsized(new)
         self._frames[name] = new
@@ -112,7 +114,7 @@ class Carry:
 
     def cut(self, frame: DataFrame) -> DataFrame:
         """Return `frame` cut, for a step that reads it more than once (spent with the loop)."""
-        cut = frame.localCheckpoint()
+        cut = frame.localCheckpoint(storageLevel=self.level)
         self._spent.append(cut)
         return cut
 
@@ -142,7 +144,7 @@ Step = Callable[[DataFrame, int, int], "Superstep | Split"]
 
 def run(loop: str, inflight: DataFrame, step: Step, bound: int,
         unit: str = "messages", rounds: int | None = None, carry: Carry | None = None,
-        unsized: bool = False) -> Outcome:
+        unsized: bool = False, on_disk: bool = False) -> Outcome:
     """Run supersteps of `step(inflight, k, n)` (k from 1, n = messages in flight) until none is left.
 
     `bound` is the most supersteps the protocol can need; more raises SuperstepBoundExceeded.
@@ -151,13 +153,19 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
     frames, after the emissions are materialized. With `unsized`, the in-flight cuts after the
     first forget the size Spark estimated from their plans, as `Carry.keep(unsized=True)` does:
     for a loop whose messages are computed by joining the messages before with frames computed
-    from them.
+    from them. With `on_disk`, the loop's cuts (and its `carry`'s) are written to local disk, not
+    memory: for a loop whose messages outnumber the nodes, so that its cuts do not push the frames
+    it joins with (a cached node state) out of memory; emissions are materialized as usual.
     """
+    level = StorageLevel.DISK_ONLY if on_disk else None
+    if carry is not None:
+        carry.level = level
+
     def cut(frame: DataFrame) -> DataFrame:
-        frame = frame.localCheckpoint(eager=False)
+        frame = frame.localCheckpoint(eager=False, storageLevel=level)
         return _unsized(frame) if unsized else frame
 
-    inflight = inflight.localCheckpoint(eager=False)
+    inflight = inflight.localCheckpoint(eager=False, storageLevel=level)
     n = rows(inflight)          # fills the cut
     held = [inflight]
     emitted: dict[str, list[DataFrame]] = {}

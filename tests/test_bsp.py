@@ -86,6 +86,40 @@ def test_a_carried_frame_is_cut_each_superstep_and_only_the_last_one_stays(spark
     assert given.count() == 1
 
 
+def test_a_loop_on_disk_cuts_its_messages_and_carry_to_disk_with_the_same_results(spark):
+    sc = spark.sparkContext
+
+    def levels() -> dict[int, tuple[bool, bool]]:
+        """(uses memory, uses disk) of every cached RDD, by id."""
+        return {r.id(): (r.storageLevel().useMemory(), r.storageLevel().useDisk())
+                for r in sc._jsc.sc().getRDDStorageInfo()}
+
+    def run(on_disk: bool):
+        carry = bsp.Carry()
+        seen = []
+
+        def add(inflight, k, n):
+            """Counters count down; each superstep keeps and cuts a frame and notes what is cached."""
+            carry.keep("last", inflight)
+            carry.cut(inflight.select((F.col("c") * 2).alias("d"))).count()
+            seen.append(levels())
+            return countdown(inflight, k, n)
+
+        out = bsp.run("countdown", spark.createDataFrame([(2,), (1,)], "c int"), add, 10, carry=carry,
+                      on_disk=on_disk)
+        return out, seen
+
+    before = set(levels())
+    out, seen = run(on_disk=True)
+    made = {i: lv for step in seen for i, lv in step.items() if i not in before}
+    assert len(made) >= 3 * 2 and set(made.values()) == {(False, True)}   # per superstep: message, kept, cut
+    before = set(levels())   # the first loop's last messages and kept frame stay cached
+    plain, seen = run(on_disk=False)
+    assert {lv for step in seen for i, lv in step.items() if i not in before} == {(True, True)}
+    assertDataFrameEqual(out.emitted["seen"], plain.emitted["seen"])
+    assert out.supersteps == plain.supersteps == 3
+
+
 def estimate(frame: DataFrame) -> int:
     """The size Spark's planner assumes for `frame`, in bytes."""
     return int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())

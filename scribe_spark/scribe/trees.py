@@ -146,7 +146,9 @@ def route_subscribes(overlay: Overlay, topics: Topics, senders: DataFrame, membe
 
     start = senders.select(TOPIC, F.col(NODE).alias(AT), F.lit(None).cast("long").alias("from"), LAST)
     try:
-        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", carry=carry)
+        # the SUBSCRIBEs outnumber the nodes: their cuts go to disk and leave memory to the node state
+        done = bsp.run("subscribe", start, subscribe, limit, unit="SUBSCRIBE messages", carry=carry,
+                       on_disk=True)
     finally:   # the loop releases the carry when it ends; this covers a loop that raised
         carry.release()
     e = done.emitted
