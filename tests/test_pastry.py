@@ -178,6 +178,44 @@ def test_same_seed_gives_identical_state_and_routes(spark):
     assert r1.equals(r2)
 
 
+@pytest.mark.parametrize("b, mode, leaf", [(4, "proximity", 16), (2, "random", 2)])
+def test_a_route_reads_each_entry_in_the_join_and_ships_the_tables_only_where_it_is_empty(spark, monkeypatch,
+                                                                                         b, mode, leaf):
+    from pyspark.sql import functions as F
+    ring = small_ring(900, b, seed=4, leaf=leaf)
+    o = ov.build_overlay(spark, ring, mode, seed=2)
+    rng = np.random.default_rng(3)
+    khi, klo = ids.random_ids(1500, rng)
+    ints = node_ints(ring)
+    want = [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in zip(khi, klo)]
+    # half start anywhere; half at their key's node, where the key's entry is mostly empty
+    src = np.where(np.arange(1500) < 750, rng.integers(0, 900, 1500), want)
+    msgs = ov.messages_frame(spark, src, khi, klo)
+    # what a superstep ships: the entry at each message's slot, and the tables only where it is empty
+    st = {r.id: r for r in o.state.collect()}
+    joined = ov.with_slots(msgs, o.ring_bc).join(o.state, F.col("at") == F.col("id"))
+    shipped = joined.select(*ov.entry_read()).collect()
+    assert len(shipped) == 1500
+    for r in shipped:
+        key = np.array([r.key_hi]).view(np.uint64), np.array([r.key_lo]).view(np.uint64)
+        assert r.slot == kernels.table_slot(ring, *key, np.array([r.at]))[1][0]
+        full = st[r.at]
+        entry = full.rt[r.slot] if r.slot < len(full.rt) else -1
+        assert r.entry == entry
+        assert (list(r.rt), list(r.nbr)) == (([], []) if entry >= 0 else (list(full.rt), list(full.nbr)))
+    assert 0 < sum(r.entry >= 0 for r in shipped) < 1500
+    routed = ov.route(o, msgs).toPandas().sort_values("mid").reset_index(drop=True)
+    # the same routes with the whole tables shipped to every message
+    whole_read = [F.col(c) for c in msgs.columns + ["slot", "leaf", "rt", "nbr"]]
+    monkeypatch.setattr(ov, "entry_read", lambda: whole_read)
+    monkeypatch.setattr(ov, "with_slots", lambda m, _: m.withColumn("slot", F.lit(-1)))
+    whole = ov.route(o, msgs).toPandas().sort_values("mid").reset_index(drop=True)
+    o.unpersist()
+    assert routed.equals(whole)
+    assert list(routed.dest) == want
+    assert routed.rare.sum() > 0   # the rare case ran, where the tables were shipped
+
+
 def test_superstep_progress_is_reported(spark, overlay_1500, progress):
     msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
     ov.route(overlay_1500, msgs)

@@ -309,14 +309,29 @@ def _ragged(values: np.ndarray, offsets: np.ndarray, width: int, fill: np.ndarra
     return out.reshape(n, width)
 
 
-def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs):
+def table_slot(ring: Ring, key_hi, key_lo, at) -> tuple[np.ndarray, np.ndarray]:
+    """Return (row, slot) of the routing-table entry node `at` reads for each key.
+
+    row = the digits the key shares with `at`'s id (at most the last row); slot = row x 2^b + the
+    key's digit in that row, the entry's index in the flat table.
+    """
+    at = np.asarray(at, dtype=np.int64)
+    shared = ids.shared_prefix_digits(key_hi, key_lo, ring.hi[at], ring.lo[at], ring.b)
+    row = np.minimum(shared, ring.digits - 1)
+    return row, row * (1 << ring.b) + ids.digit(key_hi, key_lo, row, ring.b)
+
+
+def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs,
+               entry: np.ndarray | None = None):
     """Apply Pastry's routing rule once at node `at` for each message with key (key_hi, key_lo).
 
-    Returns (next_node, rule): rule DELIVERED means the message ends at `at`.
+    With `entry`, a message whose value is a node (>= 0) has its routing-table entry at the key's
+    slot (`table_slot`) read already, and its rt and nbr rows may be empty: the rule needs them
+    only where that entry is empty. Returns (next_node, rule): rule DELIVERED means the message
+    ends at `at`.
     """
-    b, cols, L = ring.b, 1 << ring.b, ring.leaf_set
+    L = ring.leaf_set
     at = np.asarray(at, dtype=np.int64)
-    ahi, alo = ring.hi[at], ring.lo[at]
     leaf = _ragged(leaf_vals, leaf_offs, max(L, 1), at)
     leaf_len = np.diff(leaf_offs)
     full = leaf_len >= L
@@ -334,13 +349,12 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     nxt = np.where(in_range, best, -1)
     rule = np.where(in_range, np.where(best == at, DELIVERED, LEAF), -1)
     # 2. routing-table rule: entry (l, digit l of key)
-    l = np.minimum(ids.shared_prefix_digits(key_hi, key_lo, ahi, alo, b), ring.digits - 1)
-    d = ids.digit(key_hi, key_lo, l, b)
-    idx = l * cols + d
+    l, idx = table_slot(ring, key_hi, key_lo, at)
     has = idx < np.diff(rt_offs)
-    entry = np.where(has,
-                     rt_vals[np.minimum(rt_offs[:-1] + idx,
-                                        max(len(rt_vals) - 1, 0))] if len(rt_vals) else -1, -1)
+    read = np.where(has,
+                    rt_vals[np.minimum(rt_offs[:-1] + idx,
+                                       max(len(rt_vals) - 1, 0))] if len(rt_vals) else -1, -1)
+    entry = read if entry is None else np.where(entry >= 0, entry, read)
     use_rt = (rule < 0) & (entry >= 0)
     nxt = np.where(use_rt, entry, nxt)
     rule = np.where(use_rt, TABLE, rule)

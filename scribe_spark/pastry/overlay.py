@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark import SparkContext
 from pyspark.broadcast import Broadcast
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -47,7 +47,13 @@ MESSAGE_SCHEMA = T.StructType([
     T.StructField("timeouts", T.IntegerType(), False),   # attempts to forward to a dead node
 ])
 
+# a message in flight also carries the slot of the routing-table entry its node reads for its key
+# (kernels.table_slot; -1: not known), so that the superstep's join reads that entry and ships the
+# node's rt and nbr rows to Python only where it is empty (about 150 array elements a message less)
+SLOT = T.StructField("slot", T.IntegerType(), False)
+
 STEP_SCHEMA = T.StructType(MESSAGE_SCHEMA.fields + [
+    SLOT,
     T.StructField("done", T.BooleanType(), False),
     T.StructField("direct", T.DoubleType(), False),
     T.StructField("prev", T.LongType(), False),   # the node that took this step
@@ -168,16 +174,49 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
     """Apply the routing rule to one Arrow batch of messages joined with node state.
 
     Returns (at, next, rule, timeouts, met_index, met_node); with `dead`, nodes try dead
-    entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts.
+    entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts. A batch
+    with an `entry` column (`entry_read`) has rt and nbr only where that entry is empty.
     """
     at = col[AT].to_numpy().astype(np.int64)
     args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *values_offsets(col["leaf"]),
             *values_offsets(col["rt"]), *values_offsets(col["nbr"]))
     if dead is not None:
         return (at, *kernels.route_step_timeouts(*args, dead))
-    nxt, rule = kernels.route_step(*args)
+    entry = col["entry"].to_numpy().astype(np.int64) if "entry" in col else None
+    nxt, rule = kernels.route_step(*args, entry=entry)
     none = np.empty(0, np.int64)
     return at, nxt, rule, np.zeros(len(at), np.int32), none, none
+
+
+def entry_read() -> list[Column]:
+    """Return the columns a routing superstep ships to Python from messages joined with node state.
+
+    Each message's routing-table entry at its `slot` is read in the join (column `entry`, -1: empty or
+    not known), and the node's rt and nbr rows go only where it is empty: the routing rule reads them
+    only then (the rare case), and Arrow writes a list element by element. Unresolved columns, made
+    once per loop and used by each superstep's select.
+    """
+    read = F.when(F.col(SLOT.name) >= 0, F.try_element_at("rt", F.col(SLOT.name) + 1))
+    entry = F.coalesce(read, F.lit(-1))
+    none = F.array().cast(NODES)
+    unread = [F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr")]
+    return [F.col(f.name) for f in MESSAGE_SCHEMA.fields] + [F.col(SLOT.name), F.col("leaf"),
+                                                             entry.alias("entry"), *unread]
+
+
+def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
+    """Return messages with the `slot` their node reads for their key filled in (kernels.table_slot)."""
+    schema = T.StructType(MESSAGE_SCHEMA.fields + [SLOT])
+    out_schema = arrow_schema(schema)
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring = ring_bc.value
+        for col in batch_columns(batches):
+            key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
+            _, slot = kernels.table_slot(ring, key_hi, key_lo, col[AT].to_numpy())
+            columns = [col[f.name] for f in MESSAGE_SCHEMA.fields] + [pa.array(slot.astype(np.int32))]
+            yield pa.RecordBatch.from_arrays(columns, schema=out_schema)
+    return messages.mapInArrow(_, schema)
 
 
 def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
@@ -187,6 +226,9 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
         ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
         for col in batch_columns(batches):
             at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
+            key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
+            # the slot the next node reads; with dead nodes a node may forget entries, so none is read
+            slot = kernels.table_slot(ring, key_hi, key_lo, nxt)[1] if dead is None else np.full(len(at), -1)
             done = rule == kernels.DELIVERED
             src = col[SRC].to_numpy().astype(np.int64)
             hops = col["hops"].to_numpy().astype(np.int32) + (~done).astype(np.int32)
@@ -199,7 +241,8 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
                 [col["mid"], col[SRC], col["key_hi"], col["key_lo"], pa.array(nxt), pa.array(hops),
                  pa.array(dist), pa.array(col["rare"].to_numpy().astype(np.int32) + (rule == kernels.RARE)),
                  pa.array(col["timeouts"].to_numpy().astype(np.int32) + timeouts),
-                 pa.array(done), pa.array(direct), pa.array(at), met], schema=out_schema)
+                 pa.array(slot.astype(np.int32)), pa.array(done), pa.array(direct), pa.array(at), met],
+                schema=out_schema)
     return _
 
 
@@ -246,17 +289,19 @@ def route(overlay: Overlay, messages: DataFrame,
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
     task = _step_task(overlay.ring_bc, dead_bc)
     state = overlay.state
+    shipped = entry_read()
 
     def hop(inflight: DataFrame, n: int) -> DataFrame:
         """Every message takes one hop from the node it is at (`done`: it is at its key's node)."""
         joined = bsp.join_static(inflight, n, state, overlay.ring.n, AT, ID)
-        return joined.drop(ID).mapInArrow(task, STEP_SCHEMA)
+        joined = joined.drop(ID) if dead is not None else joined.select(*shipped)
+        return joined.mapInArrow(task, STEP_SCHEMA)
 
     def on(stepped: DataFrame) -> DataFrame:
         return stepped.where(~F.col("done")).drop("done", "direct", "prev", "met")
 
     def delivered(stepped: DataFrame) -> DataFrame:
-        return stepped.where("done").drop("done", "prev", "met")
+        return stepped.where("done").drop("slot", "done", "prev", "met")
 
     def forward(inflight: DataFrame, k: int, n: int) -> bsp.Split:
         """Forward every message one hop; deliver those at their key's node."""
@@ -273,11 +318,12 @@ def route(overlay: Overlay, messages: DataFrame,
         return bsp.Superstep(on(stepped), {"delivered": delivered(stepped)})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
+    start = start.withColumn(SLOT.name, F.lit(-1)) if dead is not None else with_slots(start, overlay.ring_bc)
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
                   limit, carry=cuts).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
-        return empty.drop("done", "prev", "met").withColumnRenamed(AT, "dest")
+        return empty.drop("slot", "done", "prev", "met").withColumnRenamed(AT, "dest")
     return out.withColumnRenamed(AT, "dest")
 
 
