@@ -294,8 +294,7 @@ def route(overlay: Overlay, messages: DataFrame,
     def hop(inflight: DataFrame, n: int) -> DataFrame:
         """Every message takes one hop from the node it is at (`done`: it is at its key's node)."""
         joined = bsp.join_static(inflight, n, state, overlay.ring.n, AT, ID)
-        joined = joined.drop(ID) if dead is not None else joined.select(*shipped)
-        return joined.mapInArrow(task, STEP_SCHEMA)
+        return joined.select(*shipped).mapInArrow(task, STEP_SCHEMA)
 
     def on(stepped: DataFrame) -> DataFrame:
         return stepped.where(~F.col("done")).drop("done", "direct", "prev", "met")
@@ -318,6 +317,7 @@ def route(overlay: Overlay, messages: DataFrame,
         return bsp.Superstep(on(stepped), {"delivered": delivered(stepped)})
 
     start = messages.select(*[f.name for f in MESSAGE_SCHEMA.fields])
+    # with dead nodes the slots stay unknown (-1), so every superstep ships the whole tables
     start = start.withColumn(SLOT.name, F.lit(-1)) if dead is not None else with_slots(start, overlay.ring_bc)
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
                   limit, carry=cuts).emitted.get("delivered")
