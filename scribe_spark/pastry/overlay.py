@@ -60,6 +60,8 @@ STEP_SCHEMA = T.StructType(MESSAGE_SCHEMA.fields + [
     T.StructField("met", T.ArrayType(T.LongType(), False), False),   # dead nodes it tried in this step
 ])
 
+STEP_ONLY = ("slot", "done", "prev", "met")   # what a delivered message no longer needs
+
 
 @dataclass
 class Overlay:
@@ -300,7 +302,7 @@ def route(overlay: Overlay, messages: DataFrame,
         return stepped.where(~F.col("done")).drop("done", "direct", "prev", "met")
 
     def delivered(stepped: DataFrame) -> DataFrame:
-        return stepped.where("done").drop("slot", "done", "prev", "met")
+        return stepped.where("done").drop(*STEP_ONLY)
 
     def forward(inflight: DataFrame, k: int, n: int) -> bsp.Split:
         """Forward every message one hop; deliver those at their key's node."""
@@ -323,7 +325,7 @@ def route(overlay: Overlay, messages: DataFrame,
                   limit, carry=cuts).emitted.get("delivered")
     if out is None:
         empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
-        return empty.drop("slot", "done", "prev", "met").withColumnRenamed(AT, "dest")
+        return empty.drop(*STEP_ONLY).withColumnRenamed(AT, "dest")
     return out.withColumnRenamed(AT, "dest")
 
 
