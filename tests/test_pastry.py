@@ -216,6 +216,14 @@ def test_a_route_reads_each_entry_in_the_join_and_ships_the_tables_only_where_it
     assert routed.rare.sum() > 0   # the rare case ran, where the tables were shipped
 
 
+def test_routing_no_message_returns_an_empty_frame_with_the_delivered_columns(spark, overlay_1500):
+    msgs = ov.lookups(spark, overlay_1500.ring, 5, np.random.default_rng(1)).limit(0)
+    routed = ov.route(overlay_1500, msgs)
+    assert routed.columns == ["mid", "src", "key_hi", "key_lo", "dest", "hops", "distance", "rare",
+                              "timeouts", "direct"]
+    assert routed.count() == 0
+
+
 def test_superstep_progress_is_reported(spark, overlay_1500, progress):
     msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
     ov.route(overlay_1500, msgs)

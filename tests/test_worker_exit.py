@@ -33,3 +33,24 @@ def test_install_patches_the_daemon_once_and_leaves_other_processes_alone(monkey
     assert worker_exit.install() is True
     assert daemon.worker_main is not original and daemon.worker_main.scribe_spark
     assert worker_exit.install() is False
+
+
+def test_the_library_makes_frames_from_driver_data_through_arrow_never_from_python_lists():
+    """A frame made from a Python list (or `parallelize`) is computed by plain Python tasks in a pool
+    of workers that never import the library, so worker_exit never reaches them (PySpark's
+    broken-pipe traceback at a session's stop, seen in scribe_repair)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(worker_exit.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            name, args = node.func.attr, node.args
+            listed = name == "createDataFrame" and args and isinstance(
+                args[0], (ast.List, ast.ListComp, ast.Tuple, ast.GeneratorExp))
+            if listed or name == "parallelize":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []

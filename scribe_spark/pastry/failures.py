@@ -260,7 +260,8 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     Repairs every dead entry, or with `met` (id, dead) only the entries where node `id` found
     `dead`. Returns (state with repaired tables, counts: holes, repaired, messages)."""
     spark = state.sparkSession
-    dead_df = F.broadcast(spark.createDataFrame([(int(x),) for x in np.flatnonzero(dead)], "dead long"))
+    dead_df = F.broadcast(spark.createDataFrame(pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
+                                                "dead long"))
     slots = _slots(state, 1 << overlay.ring.b).localCheckpoint()
     if met is None:
         holes = slots.join(dead_df, slots.entry == dead_df.dead)

@@ -324,7 +324,8 @@ def route(overlay: Overlay, messages: DataFrame,
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
                   limit, carry=cuts).emitted.get("delivered")
     if out is None:
-        empty = messages.sparkSession.createDataFrame([], STEP_SCHEMA)
+        spark = messages.sparkSession   # an RDD without partitions: no Python task (worker_exit)
+        empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), STEP_SCHEMA)
         return empty.drop(*STEP_ONLY).withColumnRenamed(AT, "dest")
     return out.withColumnRenamed(AT, "dest")
 
