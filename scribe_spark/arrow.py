@@ -1,11 +1,28 @@
-"""Arrow helpers shared by the mapInArrow tasks: Spark schema to Arrow, list columns, batches as dicts."""
+"""Arrow helpers: frames of driver data, Spark schema to Arrow, list columns, batches as dicts."""
 from __future__ import annotations
 
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+
+
+def local_frame(spark: SparkSession, data: pd.DataFrame | pa.Table,
+                schema: T.StructType | str | None = None) -> DataFrame:
+    """Return a frame of driver data that the JVM reads from Arrow, however few its rows.
+
+    PySpark turns an empty pandas frame, or a Python list, into a frame computed by plain Python
+    tasks. Those run in a second pool of workers that never import the library, so
+    `worker_exit` does not reach them, and one printed a traceback at a session's stop. An empty
+    frame is therefore passed as an Arrow table, which is read without Python tasks. The library
+    makes every frame of driver data here.
+    """
+    if len(data) == 0 and isinstance(data, pd.DataFrame):
+        data = pa.Table.from_pandas(data, preserve_index=False)
+    return spark.createDataFrame(data, schema)
 
 
 def list_array(lists: list[np.ndarray]) -> pa.ListArray:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from scribe_spark import report
+from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.config import ScribeRepairParams
 from scribe_spark.pastry import failures as fl
@@ -117,7 +118,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
     replica_sets = rp.replicas(ring, overlay.state.select("id", "leaf").toPandas(), topics,
                                {t: roots[t] for t in np.flatnonzero(dead[roots])}, p.replicas)
     fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets,
-                            upcalls=rp.reliable(spark.createDataFrame(last)))
+                            upcalls=rp.reliable(local_frame(spark, last)))
     repair_s = time.time() - t0
     asked = fixed.handled.toPandas()     # the subscribeHandler's retransmission requests, one per graft
     if not (asked.above.to_numpy() == last["last"].to_numpy()[asked[TOPIC].to_numpy()]).all():
@@ -150,7 +151,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
         return counts.reindex(range(p.topics), fill_value=0).to_numpy()
 
     e_before = edge_counts(trees.edges)
-    live_dst = spark.createDataFrame(pd.DataFrame({"dst": np.flatnonzero(~dead)}))
+    live_dst = local_frame(spark, pd.DataFrame({"dst": np.flatnonzero(~dead)}))
     e_during = edge_counts(trees.edges.join(live_dst, "dst"))
     e_after = edge_counts(fixed.trees.edges)
     phase = phase_of(np.arange(p.rounds), p.fail_round, p.timeout)

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp, report
+from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.columns import TIME
 from scribe_spark.config import TnoOrderingParams
@@ -100,7 +101,7 @@ class SparkENS:
         starts = start_frame(spark, eid, topic, root, self.ens.to_root(eid, client, topic))
         reached = disseminate(starts, self.tree, self.ens.jitter, self.ens.key,
                               int(spark.conf.get("spark.sql.shuffle.partitions")))
-        released = spark.createDataFrame(pd.DataFrame({"eid": [ev.eid for *_, ev in sim.released],
+        released = local_frame(spark, pd.DataFrame({"eid": [ev.eid for *_, ev in sim.released],
                                                        "t": [t for t, *_ in sim.released]}))
         receivers = self.receivers if changes else self.receivers.where(~F.col("late"))
         out = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
@@ -207,8 +208,8 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     rank = {t: t for t in range(p.topics)}   # precedence: topic rank (= popularity order)
     on_spark = None
     if p.engine == "spark":
-        tree = spark.createDataFrame(edges[[tr.TOPIC, "src", "dst"]].assign(edge_delay=edge_delay))
-        receivers = spark.createDataFrame(pd.DataFrame(
+        tree = local_frame(spark, edges[[tr.TOPIC, "src", "dst"]].assign(edge_delay=edge_delay))
+        receivers = local_frame(spark, pd.DataFrame(
             [(t, int(client_nodes[c]), c, 0.0 if t in subs[c] else change_at[c], t not in subs[c])
              for c in everyone for t in sorted(everyone[c])],
             columns=[tr.TOPIC, tr.NODE, "sub", "since", "late"]))

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from scribe_spark import report
+from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoSequencerParams
 from scribe_spark.session import spark_session
@@ -77,7 +78,7 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
         sub, top = draw_subscriptions(p.clients, k, site_probs[0], rng)
         by_precedence = sorted(range(p.topics), key=rank.get)
         place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
-    frame = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
+    frame = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
                                                 groups.TOPIC: top.astype(np.int32)}))
     sg = groups.collect_groups(groups.sequencing_groups(frame, causal=p.causal))
     for t in range(p.topics):

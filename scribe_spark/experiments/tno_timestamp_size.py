@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from scribe_spark import report
+from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoSizeParams
 from scribe_spark.session import spark_session
@@ -24,7 +25,7 @@ def _measure(spark, p: TnoSizeParams, run: Run, model: str, probs: np.ndarray, k
     t0 = time.time()
     rng = np.random.default_rng([p.seed, k, model_index(model)])
     sub, top = draw_subscriptions(p.clients, k, probs, rng)
-    df = spark.createDataFrame(pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
+    df = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
                                              groups.TOPIC: top.astype(np.int32)}))
     sizes = groups.sequencing_group_sizes(df, causal=p.causal).toPandas()
     size = np.zeros(p.topics)

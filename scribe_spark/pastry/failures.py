@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, batch_columns, list_array, values_offsets
+from scribe_spark.arrow import arrow_schema, batch_columns, list_array, local_frame, values_offsets
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
@@ -260,7 +260,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     Repairs every dead entry, or with `met` (id, dead) only the entries where node `id` found
     `dead`. Returns (state with repaired tables, counts: holes, repaired, messages)."""
     spark = state.sparkSession
-    dead_df = F.broadcast(spark.createDataFrame(pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
+    dead_df = F.broadcast(local_frame(spark, pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
                                                 "dead long"))
     slots = _slots(state, 1 << overlay.ring.b).localCheckpoint()
     if met is None:

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp, ids
-from scribe_spark.arrow import batch_columns, values_offsets
+from scribe_spark.arrow import batch_columns, local_frame, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import (
@@ -91,7 +91,7 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
           for r in kernels.routing_tables(sub, local, "proximity", 0)]
     batch = state_batch(members.astype(np.int64), to_full(kernels.leaf_sets(sub, local)), rt,
                          to_full(kernels.neighborhood_sets(sub, local)))
-    state = spark.createDataFrame(pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
+    state = local_frame(spark, pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
     bsp.rows(state)
     return Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
 

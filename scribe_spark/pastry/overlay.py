@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, values_offsets
+from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, local_frame, values_offsets
 from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
@@ -324,8 +324,7 @@ def route(overlay: Overlay, messages: DataFrame,
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
                   limit, carry=cuts).emitted.get("delivered")
     if out is None:
-        spark = messages.sparkSession   # an RDD without partitions: no Python task (worker_exit)
-        empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), STEP_SCHEMA)
+        empty = local_frame(messages.sparkSession, arrow_schema(STEP_SCHEMA).empty_table(), STEP_SCHEMA)
         return empty.drop(*STEP_ONLY).withColumnRenamed(AT, "dest")
     return out.withColumnRenamed(AT, "dest")
 
@@ -352,4 +351,4 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         "rare": pa.array(np.zeros(count, dtype=np.int32)),
         "timeouts": pa.array(np.zeros(count, dtype=np.int32)),
     })
-    return spark.createDataFrame(table.to_pandas(), MESSAGE_SCHEMA)
+    return local_frame(spark, table.to_pandas(), MESSAGE_SCHEMA)

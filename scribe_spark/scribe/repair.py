@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
+from scribe_spark.arrow import local_frame
 from scribe_spark.columns import AT
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
@@ -100,7 +101,7 @@ class TreeRepair:
 
 
 def _nodes(spark, nodes: np.ndarray, name: str) -> DataFrame:
-    return F.broadcast(spark.createDataFrame(pd.DataFrame({name: np.asarray(nodes, dtype=np.int64)})))
+    return F.broadcast(local_frame(spark, pd.DataFrame({name: np.asarray(nodes, dtype=np.int64)})))
 
 
 def replicas(ring: Ring, state: pd.DataFrame, topics: Topics, roots: dict[int, int],
@@ -172,14 +173,14 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
             failover.append({TOPIC: int(t), "old_root": r0, "new_root": int(r),
                              "replicated": int(r) in replica_sets[int(t)]})
     failover = pd.DataFrame(failover, columns=[TOPIC, "old_root", "new_root", "replicated"])
-    promoted = spark.createDataFrame(failover[[TOPIC, "new_root"]].rename(columns={"new_root": SRC}),
+    promoted = local_frame(spark, failover[[TOPIC, "new_root"]].rename(columns={"new_root": SRC}),
                                      f"{TOPIC} long, {SRC} long")
     n_promoted_edges = edges.join(promoted, [TOPIC, SRC], "left_semi").count()
     edges = (edges.unionByName(grafts.select(TOPIC, SRC, DST))
              .join(F.broadcast(promoted), [TOPIC, SRC], "left_anti").localCheckpoint())
     taken_over = failover[[TOPIC, "new_root"]].rename(columns={"new_root": NODE})
     roots = (live_roots.select(TOPIC, NODE)
-             .unionByName(spark.createDataFrame(taken_over, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
+             .unionByName(local_frame(spark, taken_over, f"{TOPIC} long, {NODE} long"))).localCheckpoint()
     # the new roots' old parents lose a child whose entry expires: prune again
     n1 = bsp.rows(edges)
     final = tr.unsubscribe(Trees(edges, routed.members, roots, 0), subscriptions, leaving)

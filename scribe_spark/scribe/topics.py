@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
+from scribe_spark.arrow import local_frame
 from scribe_spark.columns import NODE, TOPIC
 
 
@@ -77,9 +78,9 @@ def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: np.n
 
     Credentials travel as numbers (`Topics.cred_numbers`): equal numbers are equal credentials.
     """
-    acl = spark.createDataFrame(pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
+    acl = local_frame(spark, pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
                                               "acl": topics.cred_numbers()}))
-    req = spark.createDataFrame(pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
+    req = local_frame(spark, pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
                                               "cred": np.asarray(cred, dtype=np.int64)}))
     checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
                .localCheckpoint())

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
+from scribe_spark.arrow import local_frame
 from scribe_spark.columns import AT, LAST, NODE, TOPIC
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
@@ -47,13 +48,13 @@ def topic_keys(spark: SparkSession, topics: Topics) -> DataFrame:
     """Return (topic, key_hi, key_lo): each topic's id as two signed longs."""
     pdf = pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
                         "key_hi": topics.hi.view(np.int64), "key_lo": topics.lo.view(np.int64)})
-    return F.broadcast(spark.createDataFrame(pdf))
+    return F.broadcast(local_frame(spark, pdf))
 
 
 def subscriptions_frame(spark: SparkSession, topic: np.ndarray, node: np.ndarray) -> DataFrame:
     """Return a (topic, node) DataFrame of subscriptions."""
     pdf = pd.DataFrame({TOPIC: np.asarray(topic, dtype=np.int64), NODE: np.asarray(node, dtype=np.int64)})
-    return spark.createDataFrame(pdf, SUBSCRIPTION_SCHEMA)
+    return local_frame(spark, pdf, SUBSCRIPTION_SCHEMA)
 
 
 def subscribe(overlay: Overlay, topics: Topics, subscriptions: DataFrame,

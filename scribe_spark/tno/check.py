@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema
+from scribe_spark.arrow import arrow_schema, local_frame
 from scribe_spark.columns import TIME
 
 SUB, EVENT, POS, RANK = "sub", "event", "pos", "rank"
@@ -87,7 +87,7 @@ def notifications_frame(spark: SparkSession, logs: dict[int, list[int]],
     else:
         at = np.fromiter((x for s in logs for x in times[s]), dtype=np.float64, count=len(events))
     pdf = pd.DataFrame({SUB: subs, EVENT: events, POS: pos.astype(np.int32), TIME: at})
-    return spark.createDataFrame(pdf, NOTIFICATIONS)
+    return local_frame(spark, pdf, NOTIFICATIONS)
 
 
 def inverted_pairs(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +121,7 @@ def reference_ranks(notifications: DataFrame) -> DataFrame:
     order = notifications.groupBy(EVENT).agg(F.avg(TIME).alias("key")).toPandas().sort_values(["key", EVENT])
     ranked = pd.DataFrame({EVENT: order[EVENT].to_numpy(np.int64),
                            RANK: np.arange(len(order), dtype=np.int32)})
-    return notifications.sparkSession.createDataFrame(ranked, RANKS)
+    return local_frame(notifications.sparkSession, ranked, RANKS)
 
 
 def _bits(index: np.ndarray, width: int, rows: np.ndarray, nrows: int) -> np.ndarray:

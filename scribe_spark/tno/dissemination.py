@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from scribe_spark.arrow import local_frame
 from scribe_spark.columns import DST, NODE, SRC, TOPIC
 from scribe_spark.scribe.trees import multicast
 
@@ -101,5 +102,5 @@ def start_frame(spark: SparkSession, eid: np.ndarray, topic: np.ndarray, root: n
     """Return the (eid, topic, node, delay) messages at the roots for the given publications."""
     pdf = pd.DataFrame({"eid": eid.astype(np.int64), TOPIC: topic.astype(np.int64),
                         NODE: root.astype(np.int64), "delay": delay})
-    return spark.createDataFrame(pdf, MESSAGE_SCHEMA)
+    return local_frame(spark, pdf, MESSAGE_SCHEMA)
 
