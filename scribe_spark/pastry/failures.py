@@ -261,7 +261,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     `dead`. Returns (state with repaired tables, counts: holes, repaired, messages)."""
     spark = state.sparkSession
     dead_df = F.broadcast(local_frame(spark, pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
-                                                "dead long"))
+                                      "dead long"))
     slots = _slots(state, 1 << overlay.ring.b).localCheckpoint()
     if met is None:
         holes = slots.join(dead_df, slots.entry == dead_df.dead)
