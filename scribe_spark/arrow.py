@@ -14,12 +14,17 @@ def local_frame(spark: SparkSession, data: pd.DataFrame | pa.Table,
                 schema: T.StructType | str | None = None) -> DataFrame:
     """Return a frame of driver data that the JVM reads from Arrow, however few its rows.
 
-    PySpark turns an empty pandas frame, or a Python list, into a frame computed by plain Python
-    tasks. Those run in a second pool of workers that never import the library, so
-    `worker_exit` does not reach them, and one printed a traceback at a session's stop. An empty
-    frame is therefore passed as an Arrow table, which is read without Python tasks. The library
-    makes every frame of driver data here.
+    The library makes every frame of driver data here. PySpark turns an empty pandas frame, or a
+    Python list, into a frame computed by plain Python tasks, which run in a second pool of workers
+    that never import the library, so `worker_exit` does not reach them. An empty pandas frame is
+    therefore passed as an Arrow table, which the JVM reads without Python tasks (a pandas frame
+    with rows goes through Arrow anyway, as `session.SESSION_CONF` turns Arrow on). An empty frame's
+    columns must carry the schema's names, in order; without a schema, its types come from the
+    pandas dtypes.
     """
+    if not isinstance(data, (pd.DataFrame, pa.Table)):
+        raise TypeError(f"local_frame: data must be a pandas DataFrame or an Arrow table, "
+                        f"not {type(data).__name__}")
     if len(data) == 0 and isinstance(data, pd.DataFrame):
         data = pa.Table.from_pandas(data, preserve_index=False)
     return spark.createDataFrame(data, schema)

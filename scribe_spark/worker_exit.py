@@ -10,11 +10,12 @@ starts raises SystemExit(1) and writes nothing: the daemon takes a non-zero code
 main as "do not reuse" and ends the process, as it ends any worker it will not reuse. A task that
 has started is untouched.
 
-This reaches the workers that ran a library task, which imports the library. The library
-therefore makes every frame of driver data with `arrow.local_frame`, read from Arrow: PySpark
-computes a frame made from a Python list, or from an empty pandas frame, in plain Python tasks,
-in a second pool of workers that import nothing of the library. One of those printed a traceback
-at the end of a scribe_repair run (tests/test_worker_exit.py checks the rule).
+This reaches only the workers that imported the library, that is, those that ran a library task.
+PySpark computes a frame made from a Python list, or from an empty pandas frame, in plain Python
+tasks. These run in a second pool of workers that never import the library; one of them printed a
+traceback at the end of a scribe_repair run. The library therefore makes every frame of driver
+data with `arrow.local_frame`, which the JVM reads from Arrow (tests/test_worker_exit.py checks
+that no `createDataFrame` call is made outside `arrow.py`).
 """
 from __future__ import annotations
 

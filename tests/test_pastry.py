@@ -222,6 +222,7 @@ def test_routing_no_message_returns_an_empty_frame_with_the_delivered_columns(sp
     assert routed.columns == ["mid", "src", "key_hi", "key_lo", "dest", "hops", "distance", "rare",
                               "timeouts", "direct"]
     assert routed.count() == 0
+    assert "PythonRDD" not in routed._jdf.queryExecution().toRdd().toDebugString()   # no plain Python task
 
 
 def test_superstep_progress_is_reported(spark, overlay_1500, progress):

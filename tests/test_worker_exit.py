@@ -37,11 +37,11 @@ def test_install_patches_the_daemon_once_and_leaves_other_processes_alone(monkey
     assert worker_exit.install() is False
 
 
-
 def test_the_library_makes_frames_of_driver_data_in_one_place_and_never_from_python_lists():
-    """A frame made from a Python list (or `parallelize`, or an empty pandas frame) is computed by plain
-    Python tasks in a pool of workers that never import the library, so worker_exit never reaches
-    them (PySpark's broken-pipe traceback at a session's stop, seen in scribe_repair and churn)."""
+    """No `createDataFrame` outside arrow.local_frame, and no `parallelize`: a frame made from a Python
+    list (or an empty pandas frame) is computed by plain Python tasks in a pool of workers that never
+    import the library, so worker_exit never reaches them (PySpark's broken-pipe traceback at a
+    session's stop, seen in scribe_repair)."""
     import ast
     from pathlib import Path
 
@@ -50,8 +50,8 @@ def test_the_library_makes_frames_of_driver_data_in_one_place_and_never_from_pyt
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                    node.func.attr == "parallelize" or node.func.attr == "createDataFrame"
-                    and path.relative_to(root) != Path("arrow.py")):
+                    node.func.attr == "parallelize"
+                    or (node.func.attr == "createDataFrame" and path.relative_to(root) != Path("arrow.py"))):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == []
 
@@ -78,3 +78,14 @@ def test_a_local_frame_is_read_from_arrow_without_python_tasks_even_when_empty(s
     # what PySpark does with an empty pandas frame by itself: the plain Python tasks this avoids
     if len(data) == 0 and schema is not None:
         assert "PythonRDD" in lineage(spark.createDataFrame(data, schema))
+
+
+def test_a_local_frame_takes_only_pandas_frames_and_arrow_tables(spark):
+    import pyarrow as pa
+
+    from scribe_spark.arrow import local_frame
+
+    table = pa.table({"a": pa.array([], pa.int64())})
+    assert local_frame(spark, table, "a long").count() == 0
+    with pytest.raises(TypeError, match="must be a pandas DataFrame or an Arrow table, not list"):
+        local_frame(spark, [(1,)], "a long")

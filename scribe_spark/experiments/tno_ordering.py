@@ -102,7 +102,7 @@ class SparkENS:
         reached = disseminate(starts, self.tree, self.ens.jitter, self.ens.key,
                               int(spark.conf.get("spark.sql.shuffle.partitions")))
         released = local_frame(spark, pd.DataFrame({"eid": [ev.eid for *_, ev in sim.released],
-                                                       "t": [t for t, *_ in sim.released]}))
+                                                    "t": [t for t, *_ in sim.released]}))
         receivers = self.receivers if changes else self.receivers.where(~F.col("late"))
         out = (reached.join(receivers, [tr.TOPIC, tr.NODE]).join(F.broadcast(released), "eid")
                .where(F.col("since") <= F.col("t"))

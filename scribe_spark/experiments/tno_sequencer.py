@@ -79,7 +79,7 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
         by_precedence = sorted(range(p.topics), key=rank.get)
         place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
     frame = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
-                                                groups.TOPIC: top.astype(np.int32)}))
+                                             groups.TOPIC: top.astype(np.int32)}))
     sg = groups.collect_groups(groups.sequencing_groups(frame, causal=p.causal))
     for t in range(p.topics):
         sg.setdefault(t, {t})   # nobody subscribes: a group of its own (its events reach no one)

@@ -26,7 +26,7 @@ def _measure(spark, p: TnoSizeParams, run: Run, model: str, probs: np.ndarray, k
     rng = np.random.default_rng([p.seed, k, model_index(model)])
     sub, top = draw_subscriptions(p.clients, k, probs, rng)
     df = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
-                                             groups.TOPIC: top.astype(np.int32)}))
+                                          groups.TOPIC: top.astype(np.int32)}))
     sizes = groups.sequencing_group_sizes(df, causal=p.causal).toPandas()
     size = np.zeros(p.topics)
     size[sizes.topic.to_numpy()] = sizes["size"].to_numpy()

@@ -174,7 +174,7 @@ def repair_trees(overlay: Overlay, topics: Topics, trees: Trees, subscriptions: 
                              "replicated": int(r) in replica_sets[int(t)]})
     failover = pd.DataFrame(failover, columns=[TOPIC, "old_root", "new_root", "replicated"])
     promoted = local_frame(spark, failover[[TOPIC, "new_root"]].rename(columns={"new_root": SRC}),
-                                     f"{TOPIC} long, {SRC} long")
+                           f"{TOPIC} long, {SRC} long")
     n_promoted_edges = edges.join(promoted, [TOPIC, SRC], "left_semi").count()
     edges = (edges.unionByName(grafts.select(TOPIC, SRC, DST))
              .join(F.broadcast(promoted), [TOPIC, SRC], "left_anti").localCheckpoint())
