@@ -15,8 +15,13 @@ from pyspark.sql import SparkSession
 # routes of 200,000 lookups 5.5 s against 6.4 s, median of five, alternating in one process). Only
 # rows averaging over 6.7 KB filled 64 MiB before 10,000 rows (a routing message with its node's
 # state is about 0.6 KB); the quick tour's tables are byte-identical with and without it.
+#
+# A pandas frame that Arrow cannot convert raises instead of falling back, with a warning, to a frame
+# computed by plain Python tasks: those are slow at scale, and they run in workers that never import
+# the library (see `arrow.local_frame`).
 SESSION_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
 }
