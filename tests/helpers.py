@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 M = 1 << 128
 
 
+def plain_python_tasks(frame) -> bool:
+    """Whether computing `frame` runs plain (pickled, not Arrow) Python tasks: a PythonRDD in its lineage."""
+    return "PythonRDD" in frame._jdf.queryExecution().toRdd().toDebugString()
+
+
 # test_determinism's jobs: the two that once differed between layouts, and one whose tables are all
 # floating point
 OTHER_LAYOUT_JOBS = ["scribe_repair", "tno_ordering", "tno_sequencer"]

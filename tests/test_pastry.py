@@ -7,7 +7,7 @@ import pytest
 from scribe_spark import ids, topology
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
-from tests.helpers import closest_brute, node_ints, small_ring
+from tests.helpers import closest_brute, node_ints, plain_python_tasks, small_ring
 
 M = 1 << 128
 
@@ -222,7 +222,7 @@ def test_routing_no_message_returns_an_empty_frame_with_the_delivered_columns(sp
     assert routed.columns == ["mid", "src", "key_hi", "key_lo", "dest", "hops", "distance", "rare",
                               "timeouts", "direct"]
     assert routed.count() == 0
-    assert "PythonRDD" not in routed._jdf.queryExecution().toRdd().toDebugString()   # no plain Python task
+    assert not plain_python_tasks(routed)
 
 
 def test_superstep_progress_is_reported(spark, overlay_1500, progress):

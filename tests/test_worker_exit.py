@@ -1,13 +1,19 @@
 """A reused Spark Python worker whose socket the JVM closed leaves without writing to it."""
+import ast
 import io
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
+from pyspark.sql import types as T
 
 from scribe_spark import worker_exit
+from scribe_spark.arrow import local_frame
+from tests.helpers import plain_python_tasks
 
 
 def test_a_closed_socket_before_a_task_exits_non_zero_and_writes_nothing():
@@ -42,9 +48,6 @@ def test_the_library_makes_frames_of_driver_data_in_one_place_and_never_from_pyt
     list (or an empty pandas frame) is computed by plain Python tasks in a pool of workers that never
     import the library, so worker_exit never reaches them (PySpark's broken-pipe traceback at a
     session's stop, seen in scribe_repair)."""
-    import ast
-    from pathlib import Path
-
     root = Path(worker_exit.__file__).parent
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -64,27 +67,16 @@ def test_the_library_makes_frames_of_driver_data_in_one_place_and_never_from_pyt
     (pd.DataFrame({"a": np.arange(0, dtype=np.int64)}), None, []),
 ])
 def test_a_local_frame_is_read_from_arrow_without_python_tasks_even_when_empty(spark, data, schema, want):
-    from pyspark.sql import types as T
-
-    from scribe_spark.arrow import local_frame
-
-    def lineage(df) -> str:
-        return df._jdf.queryExecution().toRdd().toDebugString()
-
     frame = local_frame(spark, data, schema)
-    assert "PythonRDD" not in lineage(frame)
+    assert not plain_python_tasks(frame)
     assert all(f.dataType == T.LongType() for f in frame.schema.fields)
     assert [tuple(r) for r in frame.orderBy("a").collect()] == want
     # what PySpark does with an empty pandas frame by itself: the plain Python tasks this avoids
     if len(data) == 0 and schema is not None:
-        assert "PythonRDD" in lineage(spark.createDataFrame(data, schema))
+        assert plain_python_tasks(spark.createDataFrame(data, schema))
 
 
 def test_a_local_frame_takes_only_pandas_frames_and_arrow_tables(spark):
-    import pyarrow as pa
-
-    from scribe_spark.arrow import local_frame
-
     table = pa.table({"a": pa.array([], pa.int64())})
     assert local_frame(spark, table, "a long").count() == 0
     with pytest.raises(TypeError, match="must be a pandas DataFrame or an Arrow table, not list"):
