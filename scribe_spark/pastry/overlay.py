@@ -351,4 +351,4 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         "rare": pa.array(np.zeros(count, dtype=np.int32)),
         "timeouts": pa.array(np.zeros(count, dtype=np.int32)),
     })
-    return local_frame(spark, table.to_pandas(), MESSAGE_SCHEMA)
+    return local_frame(spark, table, MESSAGE_SCHEMA)
