@@ -6,7 +6,7 @@
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh package               build the --py-files zip of the library (prints its path)
 #   ./run.sh list                  list the experiments
-#   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics]
+#   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics] [--master URL]
 #                                  every paper-scale setup, then the paper-vs-simulation report
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,6 +15,7 @@ VENV="$ROOT/.venv"
 STAMP="$VENV/.scribe-spark-installed"
 
 die() { echo "run.sh: $*" >&2; exit 1; }
+bad_input() { echo "run.sh: $*" >&2; exit 2; }   # as the jobs' own check: one line, exit 2
 
 find_python() {
   for py in python3.11 python3.12 python3.13 python3; do
@@ -65,17 +66,17 @@ experiments() { for f in jobs/*.py; do basename "$f" .py; done; }
 
 run_experiment() {
   local name="$1"; shift
-  [ -f "jobs/$name.py" ] || die "unknown experiment '$name' (available: $(experiments | tr '\n' ' '))"
+  [ -f "jobs/$name.py" ] || bad_input "unknown experiment '$name' (available: $(experiments | tr '\n' ' '))"
   local master="local[*]" args=()
   while [ $# -gt 0 ]; do
     case "$1" in
-      --master) [ $# -ge 2 ] || die "--master needs a URL"; master="$2"; shift 2 ;;
+      --master) [ $# -ge 2 ] || bad_input "--master needs a URL"; master="$2"; shift 2 ;;
       --master=*) master="${1#--master=}"; shift ;;
       *) args+=("$1"); shift ;;
     esac
   done
-  # every parameter and the output folder are checked before the JVM starts (exit 2: bad input;
-  # 10: --resume found the run already complete)
+  # every parameter, the master and the output folder are checked before the JVM starts (exit 2:
+  # bad input; 10: nothing to run, as --resume found the run already complete or --help was asked)
   local rc=0
   SCRIBE_MASTER="$master" "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
   [ $rc -eq 10 ] && return 0

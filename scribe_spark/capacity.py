@@ -13,6 +13,8 @@ import math
 import os
 from typing import Any
 
+import numpy as np
+
 from scribe_spark.config import (
     ChurnParams,
     ConfigError,
@@ -23,6 +25,7 @@ from scribe_spark.config import (
     TnoOrderingParams,
     TnoSequencerParams,
     TnoSizeParams,
+    TopicWorkload,
     TopologyParams,
 )
 
@@ -83,10 +86,36 @@ def router_bytes(topology: TopologyParams) -> int:
     return topology.routers ** 2 * 20
 
 
+# the Scribe sizes summed exactly over this many ranks at most; the ranks beyond count min_size each
+EXACT_RANKS = 1_000_000
+
+
+def subscriptions(p: TopicWorkload) -> int:
+    """Lower bound of a Scribe workload's subscriptions, without an array as long as `topics`."""
+    if p.group_size:
+        return p.topics * p.group_size
+    ranks = min(p.topics, EXACT_RANKS)
+    r = np.arange(1, ranks + 1, dtype=np.float64)
+    sizes = np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5), p.min_size, p.nodes)
+    return int(sizes.sum()) + (p.topics - ranks) * p.min_size
+
+
+def popularity_bytes(topics: int) -> int:
+    """Bytes the popularity laws of `topics` topics take while they are computed (four float64 arrays)."""
+    return topics * 32
+
+
+def _count(n: float) -> str:
+    """Write a count with thousands separators, or in scientific notation past 10^15."""
+    return f"{n:,.0f}" if n < 1e15 else f"{n:.3g}"
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
+        if n < 1024:
             return f"{n:.1f} {unit}"
+        if unit == "PiB":
+            return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
         n /= 1024
     return f"{n:.1f} PiB"
 
@@ -103,15 +132,30 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
                         f"all-pairs delays of {p.topology.routers:,} routers"))
     if isinstance(p, (PastryHopsParams, PastryFailuresParams, PastryJoinsParams, ChurnParams)):
         out.append(("lookups", p.lookups * 48, f"{p.lookups:,} lookups"))
+    if isinstance(p, TopicWorkload):
+        subs = subscriptions(p)
+        out.append(("topics", (subs + p.topics) * 16,
+                    f"{_count(subs)} subscriptions to {_count(p.topics)} topics"))
     if isinstance(p, (TnoSizeParams, TnoOrderingParams, TnoSequencerParams)):
         k = max(p.topics_per_client) if isinstance(p.topics_per_client, tuple) else p.topics_per_client
-        out.append(("clients", p.clients * k * 16, f"{p.clients * k:,} subscriptions"))
+        out.append(("clients", p.clients * k * 16, f"{_count(p.clients * k)} subscriptions"))
+        out.append(("topics", popularity_bytes(p.topics),
+                    f"the popularity laws of {_count(p.topics)} topics"))
     if isinstance(p, TnoSequencerParams):
         events = max(p.rates) * p.duration_s
-        out.append(("rates", int(events * 512), f"{events:,.0f} simulated events"))
+        out.append(("rates' or 'duration_s", int(events * 512),
+                    f"{_count(events)} simulated events (the highest rate times duration_s)"))
     if isinstance(p, TnoOrderingParams):
         out.append(("events", p.events * 512, f"{p.events:,} simulated events"))
     return out
+
+
+def require(key: str, size: int, what: str, limit: int | None = None) -> None:
+    """Raise ConfigError naming `key` when `what`, at least `size` bytes, exceeds `limit` (this machine)."""
+    limit = machine_bytes() if limit is None else limit
+    if size > limit:
+        raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
+                          f"{_human(limit)} of memory; lower '{key}'")
 
 
 def check(p: Any, limit: int | None = None, heap: str | None = None, master: str | None = None) -> None:
@@ -131,9 +175,7 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
                           "lower SCRIBE_DRIVER_MEMORY")
     parts = needs(p)
     for key, size, what in parts:
-        if size > limit:
-            raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
-                              f"{_human(limit)} of memory; lower '{key}'")
+        require(key, size, what, limit)
     total = sum(size for _, size, _ in parts)
     if total > limit:
         key = max(parts, key=lambda part: part[1])[0]

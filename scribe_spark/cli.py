@@ -33,7 +33,10 @@ T = TypeVar("T")
 POINTS = ".points"       # finished sweep points inside the temporary folder
 OWNER = ".owner"         # pid and start time of the process writing the temporary folder
 EXIT_BAD_INPUT = 2
-EXIT_DONE_ALREADY = 10   # `check --resume` found the run complete: run.sh starts nothing
+EXIT_DONE_ALREADY = 10   # `check` found nothing to run (a complete run to --resume, or --help)
+# the masters spark-submit takes: local[N] (N or *, and retries), a local test cluster, standalone, YARN, k8s
+MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]"
+                    r"|spark://\S+|yarn|k8s://\S+")
 
 
 class UsageError(ValueError):
@@ -257,13 +260,26 @@ def _hint(p: Plan) -> str:
 
 # ------------------------------------------------------------------ entry points
 
+def check_master(master: str) -> None:
+    """Raise UsageError unless `master` is a Spark master URL that spark-submit takes."""
+    if not MASTER.fullmatch(master):
+        raise UsageError(f"--master {master!r}: not a Spark master URL "
+                         "(local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)")
+
+
 def check(name: str, argv: list[str]) -> int:
-    """run.sh's pre-start check: one line and exit 2 on bad input, 10 if --resume finds the run done."""
+    """run.sh's pre-start check: one line and exit 2 on bad input, 10 if there is nothing to run.
+
+    Nothing to run: --resume finds the run complete, or --help printed the job's options.
+    """
     try:
+        check_master(os.environ.get("SCRIBE_MASTER", "local[*]"))
         p = plan(name, argv)
     except (config.ConfigError, UsageError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except SystemExit as e:   # argparse's --help: printed, and nothing to submit
+        return EXIT_DONE_ALREADY if e.code in (0, None) else EXIT_BAD_INPUT
     if p.resume and _resumable(p) is None and _complete(p):
         print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do")
         return EXIT_DONE_ALREADY
@@ -316,6 +332,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
     if p.resume and continued is None and _complete(p):
         print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do")
         return 0
+    if p.resume and continued is None:
+        log.info("--resume: no unfinished run of %s in %s; starting afresh", name, p.out_root)
     p.out_root.mkdir(parents=True, exist_ok=True)
     tmp = p.out_root / f".{name}.tmp-{os.getpid()}"
     if tmp.exists():

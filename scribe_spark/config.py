@@ -65,6 +65,7 @@ class OverlayParams:
                  self.leaf_set)
         _require(self.neighborhood >= 0, "neighborhood", "must be >= 0", self.neighborhood)
         _require(self.proximity in MODELS, "proximity", f"must be one of {', '.join(MODELS)}", self.proximity)
+        _require_seed(self.seed)
         self.topology.validate("topology.")
 
 
@@ -173,6 +174,24 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
+def _require_seed(seed: int) -> None:
+    """Check a `seed`: NumPy seeds its generators from non-negative integers only."""
+    _require(seed >= 0, "seed", "must be >= 0", seed)
+
+
+def _require_sweep(key: str, values: tuple, what: str) -> None:
+    """Check a swept list: at least one value, and no value twice (each is one sweep point)."""
+    _require(len(values) > 0, key, f"must list at least one {what}", list(values))
+    _require(len(set(values)) == len(values), key, "values must be distinct (each is one sweep point)",
+             list(values))
+
+
+def _require_partitions(partitions: int, nodes: int) -> None:
+    """Check `partitions`: 0 (automatic) or a count no larger than the largest overlay."""
+    _require(0 <= partitions <= nodes, "partitions", f"must be in 0..nodes ({nodes}; 0 = automatic)",
+             partitions)
+
+
 def _require_choices(key: str, values: tuple[str, ...], allowed, what: str) -> None:
     """Check a list of named choices: non-empty, distinct, each one of `allowed`."""
     _require(len(values) > 0 and len(set(values)) == len(values), key, f"must list distinct {what}",
@@ -189,7 +208,10 @@ def _require_chains(chains: tuple[str, ...]) -> None:
 
 def _require_models(models: tuple[str, ...] | str, topics: int) -> None:
     """Check a `popularity` value: one model name, or a non-empty list of them."""
+    from scribe_spark import capacity
     from scribe_spark.workloads.popularity import parse_model, popularity
+    # the check below computes each law, so the topics must fit before it runs
+    capacity.require("topics", capacity.popularity_bytes(topics), f"the popularity laws of {topics:,} topics")
     names = (models,) if isinstance(models, str) else models
     _require(len(names) > 0, "popularity", "must list at least one model", list(names))
     _require(len(set(names)) == len(names), "popularity", "models must be distinct", list(names))
@@ -212,12 +234,12 @@ class PastryHopsParams(AnyProximity):
     partitions: int = 0
 
     def validate(self) -> None:
-        _require(len(self.nodes) > 0, "nodes", "must list at least one overlay size", list(self.nodes))
+        _require_sweep("nodes", self.nodes, "overlay size")
         for n in self.nodes:
             _require(n >= 2, "nodes", "every size must be >= 2", n)
         _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_overlay(max(self.nodes))
-        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+        _require_partitions(self.partitions, max(self.nodes))
 
 
 @dataclass(frozen=True)
@@ -261,7 +283,7 @@ class ScribeParams(TopicWorkload, OnRouters):
         _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]",
                  self.bad_credentials)
         self.validate_overlay(self.nodes)
-        _require(self.partitions >= 0, "partitions", "must be >= 0 (0 = automatic)", self.partitions)
+        _require_partitions(self.partitions, self.nodes)
 
 
 @dataclass(frozen=True)
@@ -278,12 +300,12 @@ class TnoSizeParams:
     def validate(self) -> None:
         _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
         _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require(len(self.topics_per_client) > 0, "topics_per_client", "must list at least one value",
-                 list(self.topics_per_client))
+        _require_sweep("topics_per_client", self.topics_per_client, "value")
         for k in self.topics_per_client:
             _require(1 <= k <= self.topics, "topics_per_client",
                      f"every value must be in 1..topics ({self.topics})", k)
         _require_models(self.popularity, self.topics)
+        _require_seed(self.seed)
 
 
 @dataclass(frozen=True)
@@ -373,21 +395,23 @@ class TnoSequencerParams(TnoDeployment):
             _require(not self.precedence.startswith("popular"), "precedence",
                      "popularity differs per site in the geo deployment: use topic_id or reverse_topic_id",
                      self.precedence)
-        _require(len(self.subscription_sweep) > 0, "subscription_sweep", "must list at least one value",
-                 list(self.subscription_sweep))
+        _require_sweep("subscription_sweep", self.subscription_sweep, "value")
         for k in self.subscription_sweep:
             _require(1 <= k <= self.topics, "subscription_sweep",
                      f"every value (topics per client) must be in 1..topics ({self.topics})", k)
         _require(self.subscription_rate > 0, "subscription_rate", "must be > 0 (events per second)",
                  self.subscription_rate)
-        _require(len(self.rates) > 0, "rates", "must list at least one rate", list(self.rates))
+        _require_sweep("rates", self.rates, "rate")
         for r in self.rates:
             _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)
         _require(self.service_ms >= 0, "service_ms", "must be >= 0", self.service_ms)
         for s in self.service_sweep_ms:
             _require(s >= 0, "service_sweep_ms", "every value must be >= 0", s)
+        _require(len(set(self.service_sweep_ms)) == len(self.service_sweep_ms), "service_sweep_ms",
+                 "values must be distinct (each is one sweep point)", list(self.service_sweep_ms))
         _require(self.duration_s >= 1.0, "duration_s",
                  "must be >= 1 (throughput is measured over the second half of the run)", self.duration_s)
+        _require_seed(self.seed)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Loading parameters: TOML files plus `key=value` overrides into validated frozen dataclasses, and back."""
 from __future__ import annotations
 
+import math
 import tomllib
 import typing
 from dataclasses import fields, is_dataclass
@@ -28,12 +29,18 @@ def load(cls: type, path: str | Path | None, overrides: list[str] = ()) -> Any:
     data: dict = {}
     if path is not None:
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"--conf {path}: is a folder, not a parameter file")
         if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+            raise ConfigError(f"--conf {path}: config file not found")
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: not valid TOML: {e}") from None
+            raise ConfigError(f"--conf {path}: not valid TOML: {e}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"--conf {path}: not a TOML file (not UTF-8 text)") from None
+        except OSError as e:
+            raise ConfigError(f"--conf {path}: cannot read it ({e.strerror})") from None
     for item in overrides:
         key, value = parse_override(item)
         node = data
@@ -83,6 +90,8 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"key '{key}': must be a number (got {value!r})")
+        if not math.isfinite(value):
+            raise ConfigError(f"key '{key}': must be a finite number (got {value!r})")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

@@ -79,6 +79,8 @@ def as_dict(params) -> dict:
 def plan(argv: list[str]) -> Setup:
     """Check the command line, every job's parameters, the output folder and the published values."""
     args = parse_args(argv)
+    if args.master is not None:
+        cli.check_master(args.master)
     if args.resume and not args.out:
         raise cli.UsageError("--resume needs --out DIR, the output root of the run to continue")
     out = Path(args.out).resolve() if args.out else (

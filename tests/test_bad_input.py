@@ -18,6 +18,7 @@ def _files(tmp):
     (tmp / "odd.txt").write_text("0 1\n1 0\n2 2\n")       # not square
     (tmp / "three.txt").write_text("0 1 2\n1 0 1\n2 1 0\n")   # 3 sites
     (tmp / "a-file").write_text("")
+    (tmp / "latin1.toml").write_bytes(b"nodes = [1000]   # Gr\xfc\xdfe\n")   # not UTF-8
 
 
 CASES = [
@@ -43,6 +44,12 @@ CASES = [
     ("pastry_hops", ["--set", "save_routes=1"], "key 'save_routes': must be true or false"),
     ("pastry_hops", ["--conf", "{tmp}/missing.toml"], "config file not found"),
     ("pastry_hops", ["--conf", "{tmp}/broken.toml"], "not valid TOML"),
+    ("pastry_hops", ["--conf", "{tmp}/latin1.toml"], "--conf "),
+    ("pastry_hops", ["--conf", "{tmp}"], "is a folder"),
+    ("pastry_hops", ["--set", "seed=-1"], "key 'seed'"),
+    ("pastry_hops", ["--set", "nodes=[1000,1000]"], "key 'nodes': values must be distinct"),
+    ("pastry_hops", ["--set", "partitions=100000000000000000000"], "key 'partitions'"),
+    ("pastry_hops", ["--set", "topology.delay_stub_stub=inf"], "delay_stub_stub': must be a finite"),
     ("pastry_hops", ["--out", "{tmp}/a-file"], "is not a folder"),
     ("pastry_hops", ["--out", "{tmp}/a-file/below"], "cannot create it"),
     ("pastry_hops", ["--out", "/proc/scribe-out"], "cannot write"),
@@ -52,6 +59,10 @@ CASES = [
     ("scribe_multicast", ["--set", "group_size=20", "--set", "nodes=10"], "key 'group_size'"),
     ("scribe_multicast", ["--set", "partitions=-1"], "key 'partitions'"),
     ("scribe_multicast", ["--set", "topic_root=creator"], "key 'topic_root'"),
+    ("scribe_multicast", ["--set", "topics=100000000000"], "key 'topics'"),
+    ("scribe_multicast", ["--set", "topics=100000000", "--set", "group_size=100000"], "key 'topics'"),
+    ("scribe_multicast", ["--set", "size_exponent=nan"], "key 'size_exponent': must be a finite"),
+    ("churn", ["--set", "topics=100000000000"], "key 'topics'"),
     ("scribe_small_groups", ["--set", "bad_credentials=2.0"], "key 'bad_credentials'"),
     ("scribe_repair", ["--set", "nodes=100", "--set", "topics=60", "--set", "fail_fraction=0.5"],
      "key 'fail_fraction'"),
@@ -67,6 +78,15 @@ CASES = [
     ("tno_timestamp_size", ["--set", "topics_per_client=[0]"], "key 'topics_per_client'"),
     ("tno_timestamp_size", ["--set", 'popularity=["flat"]'], "key 'popularity'"),
     ("tno_timestamp_size", ["--set", "clients=100000000000"], "key 'clients'"),
+    ("tno_timestamp_size", ["--set", "topics=70000000000"], "key 'topics'"),
+    ("tno_timestamp_size", ["--set", "topics_per_client=[5,5]"], "key 'topics_per_client'"),
+    ("tno_timestamp_size", ["--set", "seed=-1"], "key 'seed'"),
+    ("tno_sequencer", ["--set", "duration_s=inf"], "key 'duration_s': must be a finite"),
+    ("tno_sequencer", ["--set", "rates=[inf]"], "key 'rates': must be a finite"),
+    ("tno_sequencer", ["--set", "duration_s=100000000"], "key 'rates' or 'duration_s'"),
+    ("tno_sequencer", ["--set", "service_sweep_ms=[0.1,0.1]"], "key 'service_sweep_ms'"),
+    ("tno_ordering", ["--set", "topics=70000000000"], "key 'topics'"),
+    ("tno_ordering", ["--set", "ttl_ms=inf"], "key 'ttl_ms'"),
     ("tno_sequencer", ["--set", "rates=[0.0]"], "key 'rates'"),
     ("tno_sequencer", ["--set", "duration_s=0.5"], "key 'duration_s'"),
     ("tno_sequencer", ["--set", "deployment=moon"], "key 'deployment'"),
@@ -95,7 +115,8 @@ def test_bad_input_is_one_line_before_spark(tmp_path, capsys, name, args, reason
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{name}: error: ") and reason in err[0], err
     assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "odd.txt", "three.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "latin1.toml", "odd.txt",
+                                                          "three.txt"]
 
 
 def test_there_are_at_least_30_bad_inputs_across_all_jobs():
@@ -111,6 +132,8 @@ def test_there_are_at_least_30_bad_inputs_across_all_jobs():
      "scribe_repair: error: key 'fail_fraction'"),
     (["pastry_hops", "--set", "nodes=[70000000000]"], "pastry_hops: error: key 'nodes'"),
     (["no_such_job"], "run.sh: unknown experiment"),
+    (["pastry_hops", "--master", "moon"], "pastry_hops: error: --master 'moon': not a Spark master URL"),
+    (["tno_sequencer", "--set", "duration_s=inf"], "tno_sequencer: error: key 'duration_s'"),
 ])
 def test_run_sh_stops_bad_input_before_spark_submit(tmp_path, args, reason):
     _files(tmp_path)
@@ -118,11 +141,43 @@ def test_run_sh_stops_bad_input_before_spark_submit(tmp_path, args, reason):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     res = subprocess.run(["./run.sh", *args, *([] if "--out" in args else ["--out", str(out)])], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0
+    assert res.returncode == 2
     assert res.stdout == ""                      # no job started: it would log its first line to stdout
     lines = [x for x in res.stderr.splitlines() if not x.startswith("run.sh: install")]
     assert len(lines) == 1 and lines[0].startswith(reason), res.stderr
     assert not out.exists()
+
+
+def test_run_sh_help_lists_the_options_and_starts_nothing(tmp_path):
+    res = subprocess.run(["./run.sh", "pastry_hops", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("usage: pastry_hops") == 1 and "--resume" in res.stdout   # once, by the check
+    assert "writing to" not in res.stdout   # the job's first line: no job ran
+
+
+@pytest.mark.parametrize("master, ok", [("local", True), ("local[2]", True), ("local[*]", True),
+                                        ("local[2,3]", True), ("local-cluster[2,1,1024]", True),
+                                        ("spark://127.0.0.1:7077", True), ("yarn", True),
+                                        ("k8s://https://host:6443", True), ("moon", False),
+                                        ("local[0]", False), ("local[two]", False), ("", False),
+                                        ("spark://", False)])
+def test_the_master_is_one_spark_submit_takes(master, ok):
+    if ok:
+        cli.check_master(master)
+    else:
+        with pytest.raises(cli.UsageError, match=r"^--master '.*': not a Spark master URL"):
+            cli.check_master(master)
+
+
+def test_scribe_subscriptions_are_counted_as_the_workload_makes_them():
+    from scribe_spark.workloads.scribe_groups import group_sizes
+    for p in (ScribeParams(nodes=100_000), ScribeParams(nodes=5000, topics=300, min_size=7),
+              ScribeParams(nodes=5000, topics=40, group_size=12)):
+        assert capacity.subscriptions(p) == group_sizes(p).sum()
+    # past the ranks summed exactly, each topic counts its least size: still a lower bound
+    many = ScribeParams(nodes=1000, topics=capacity.EXACT_RANKS + 5000, min_size=3)
+    assert capacity.subscriptions(many) == group_sizes(many).sum()
 
 
 def test_run_sh_names_a_bad_driver_memory(tmp_path):

@@ -72,3 +72,23 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
             k = int(key, 16)
             assert int(dest, 16) == min(ints, key=lambda x: (min((x - k) % M, (k - x) % M), x))
         assert all(len(h) == 32 for h in r.source)
+
+
+def _one_table(params, run) -> None:
+    """A stand-in experiment: one table, no Spark."""
+    run.path("t.csv").write_text("x\n1\n")
+
+
+def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    from scribe_spark import registry
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_resume:_one_table")
+    monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
+    out = tmp_path / "typo"
+    args = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml"), "--out", str(out), "--resume"]
+    assert cli.main("pastry_hops", args) == 0
+    assert f"--resume: no unfinished run of pastry_hops in {out}; starting afresh" in capsys.readouterr().out
+    assert (out / "pastry_hops" / "t.csv").read_text() == "x\n1\n"
+    assert cli.main("pastry_hops", args) == 0   # now complete: nothing to do, and nothing said of afresh
+    assert "starting afresh" not in capsys.readouterr().out
