@@ -1,8 +1,9 @@
 """Machine-size check made before Spark starts: refuse a run whose state cannot fit in this machine.
 
 The estimates are lower bounds of what a run must hold at once (ids, node state, router
-delays, subscriptions), so a refused run could never have finished here; a run that
-passes may still need more (Spark's own overhead comes on top). Two budgets are checked:
+delays, topics and subscriptions, simulated events, publication draws), so a refused run
+could never have finished here; a run that passes may still need more (Spark's own overhead
+comes on top). Two budgets are checked:
 the whole run against the machine's memory, and the broadcast ring, which the Python driver
 and every local Python worker hold a copy of, against what the JVM heap
 (`SCRIBE_DRIVER_MEMORY`) leaves of the machine.
@@ -22,6 +23,7 @@ from scribe_spark.config import (
     PastryFailuresParams,
     PastryHopsParams,
     PastryJoinsParams,
+    ScribeRepairParams,
     TnoOrderingParams,
     TnoSequencerParams,
     TnoSizeParams,
@@ -101,7 +103,7 @@ def subscriptions(p: TopicWorkload) -> int:
 
 
 def popularity_bytes(topics: int) -> int:
-    """Bytes the popularity laws of `topics` topics take while they are computed (four float64 arrays)."""
+    """Lower bound of a TNO run's bytes for its topics: each law (8 per topic) and the draws from it (24)."""
     return topics * 32
 
 
@@ -136,15 +138,22 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
         subs = subscriptions(p)
         out.append(("topics", (subs + p.topics) * 16,
                     f"{_count(subs)} subscriptions to {_count(p.topics)} topics"))
+    if isinstance(p, ScribeRepairParams):
+        out.append(("rounds", p.topics * p.rounds * 8,
+                    f"the publication draws of {_count(p.topics)} topics over {_count(p.rounds)} rounds"))
     if isinstance(p, (TnoSizeParams, TnoOrderingParams, TnoSequencerParams)):
         k = max(p.topics_per_client) if isinstance(p.topics_per_client, tuple) else p.topics_per_client
+        if isinstance(p, TnoSequencerParams):   # the sweep against subscriptions gives each client more
+            k = max(k, *p.subscription_sweep)
         out.append(("clients", p.clients * k * 16, f"{_count(p.clients * k)} subscriptions"))
         out.append(("topics", popularity_bytes(p.topics),
-                    f"the popularity laws of {_count(p.topics)} topics"))
+                    f"the popularity laws and draws of {_count(p.topics)} topics"))
     if isinstance(p, TnoSequencerParams):
-        events = max(p.rates) * p.duration_s
-        out.append(("rates' or 'duration_s", int(events * 512),
-                    f"{_count(events)} simulated events (the highest rate times duration_s)"))
+        rate, knob = max((max(p.rates), "rates"), (p.subscription_rate, "subscription_rate"))
+        events = min(rate * p.duration_s, 1e300)   # a product of two finite numbers may overflow
+        shown = _count(events) if events < 1e300 else "over 1e+300"
+        out.append((f"{knob}' or 'duration_s", int(events * 512),
+                    f"{shown} simulated events (the highest rate, in '{knob}', times duration_s)"))
     if isinstance(p, TnoOrderingParams):
         out.append(("events", p.events * 512, f"{p.events:,} simulated events"))
     return out

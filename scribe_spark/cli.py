@@ -35,7 +35,7 @@ OWNER = ".owner"         # pid and start time of the process writing the tempora
 EXIT_BAD_INPUT = 2
 EXIT_DONE_ALREADY = 10   # `check` found nothing to run (a complete run to --resume, or --help)
 # the masters spark-submit takes: local[N] (N or *, and retries), a local test cluster, standalone, YARN, k8s
-MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]"
+MASTER = re.compile(r"local(\[(\*|0*[1-9]\d*)(\s*,\s*\d+)?\])?|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
                     r"|spark://\S+|yarn|k8s://\S+")
 
 
@@ -138,8 +138,11 @@ def plan(name: str, argv: list[str]) -> Plan:
     params = loader.load(job.params, conf, args.set)
     capacity.check(params)
     if args.out:
-        out_root = Path(args.out).resolve()
-        _check_writable(out_root)
+        try:
+            out_root = Path(args.out).resolve()
+            _check_writable(out_root)
+        except OSError as e:   # a name too long for the file system, say
+            raise UsageError(f"--out {args.out}: cannot use it ({e.strerror})") from None
     elif args.resume:
         raise UsageError("--resume needs --out DIR, the output root of the run to continue")
     else:
@@ -332,8 +335,6 @@ def main(name: str, argv: list[str] | None = None) -> int:
     if p.resume and continued is None and _complete(p):
         print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do")
         return 0
-    if p.resume and continued is None:
-        log.info("--resume: no unfinished run of %s in %s; starting afresh", name, p.out_root)
     p.out_root.mkdir(parents=True, exist_ok=True)
     tmp = p.out_root / f".{name}.tmp-{os.getpid()}"
     if tmp.exists():
@@ -347,6 +348,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
                                      f"# digest: {p.digest}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     _JOB.update(name=name, t0=run.t0)
+    if p.resume and continued is None:
+        run.log(f"--resume: no unfinished run of {name} in {p.out_root}; starting afresh")
     if continued is not None:
         run.log(f"continuing the unfinished run from {continued.name} "
                 f"({len(list((tmp / POINTS).glob('*.pkl')))} points done)")

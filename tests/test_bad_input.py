@@ -44,7 +44,7 @@ CASES = [
     ("pastry_hops", ["--set", "save_routes=1"], "key 'save_routes': must be true or false"),
     ("pastry_hops", ["--conf", "{tmp}/missing.toml"], "config file not found"),
     ("pastry_hops", ["--conf", "{tmp}/broken.toml"], "not valid TOML"),
-    ("pastry_hops", ["--conf", "{tmp}/latin1.toml"], "--conf "),
+    ("pastry_hops", ["--conf", "{tmp}/latin1.toml"], "latin1.toml: not a TOML file (not UTF-8 text)"),
     ("pastry_hops", ["--conf", "{tmp}"], "is a folder"),
     ("pastry_hops", ["--set", "seed=-1"], "key 'seed'"),
     ("pastry_hops", ["--set", "nodes=[1000,1000]"], "key 'nodes': values must be distinct"),
@@ -86,7 +86,15 @@ CASES = [
     ("tno_sequencer", ["--set", "duration_s=100000000"], "key 'rates' or 'duration_s'"),
     ("tno_sequencer", ["--set", "service_sweep_ms=[0.1,0.1]"], "key 'service_sweep_ms'"),
     ("tno_ordering", ["--set", "topics=70000000000"], "key 'topics'"),
-    ("tno_ordering", ["--set", "ttl_ms=inf"], "key 'ttl_ms'"),
+    ("tno_ordering", ["--set", "ttl_ms=inf"], "key 'ttl_ms': must be a finite"),
+    ("tno_sequencer", ["--set", "duration_s=1e306"], "key 'rates' or 'duration_s': over 1e+300"),
+    ("tno_sequencer", ["--set", "subscription_rate=1e12"], "key 'subscription_rate' or 'duration_s'"),
+    ("tno_sequencer", ["--set", "clients=100000000", "--set", "topics_per_client=1", "--set",
+                       "subscription_sweep=[1000]"], "key 'clients'"),
+    ("scribe_repair", ["--set", "rounds=1000000000"], "key 'rounds'"),
+    ("pastry_hops", ["--set", "lookups=1" + "0" * 320], "key 'lookups': must fit in 64 bits"),
+    ("pastry_hops", ["--set", "topology.edge_prob=1" + "0" * 320], "edge_prob': must fit in 64 bits"),
+    ("pastry_hops", ["--out", "{tmp}/" + "a" * 300], "--out "),
     ("tno_sequencer", ["--set", "rates=[0.0]"], "key 'rates'"),
     ("tno_sequencer", ["--set", "duration_s=0.5"], "key 'duration_s'"),
     ("tno_sequencer", ["--set", "deployment=moon"], "key 'deployment'"),
@@ -154,10 +162,21 @@ def test_run_sh_help_lists_the_options_and_starts_nothing(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("usage: pastry_hops") == 1 and "--resume" in res.stdout   # once, by the check
     assert "writing to" not in res.stdout   # the job's first line: no job ran
+    assert cli.check("pastry_hops", ["--help"]) == cli.EXIT_DONE_ALREADY   # run.sh's "nothing to run"
+
+
+def test_reproduce_refuses_a_bad_master_in_one_line(capsys):
+    from scribe_spark import reproduce
+    assert reproduce.main(["--master", "moon"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["reproduce: error: --master 'moon': not a Spark master URL (local, local[N], local[*], "
+                   "spark://HOST:PORT, yarn or k8s://URL)"]
 
 
 @pytest.mark.parametrize("master, ok", [("local", True), ("local[2]", True), ("local[*]", True),
                                         ("local[2,3]", True), ("local-cluster[2,1,1024]", True),
+                                        ("local[2, 3]", True), ("local[04]", True),
+                                        ("local-cluster[2, 1, 1024]", True),
                                         ("spark://127.0.0.1:7077", True), ("yarn", True),
                                         ("k8s://https://host:6443", True), ("moon", False),
                                         ("local[0]", False), ("local[two]", False), ("", False),
@@ -175,9 +194,13 @@ def test_scribe_subscriptions_are_counted_as_the_workload_makes_them():
     for p in (ScribeParams(nodes=100_000), ScribeParams(nodes=5000, topics=300, min_size=7),
               ScribeParams(nodes=5000, topics=40, group_size=12)):
         assert capacity.subscriptions(p) == group_sizes(p).sum()
-    # past the ranks summed exactly, each topic counts its least size: still a lower bound
+    # past the ranks summed exactly, each topic counts its least size: exact where the law gives that ...
     many = ScribeParams(nodes=1000, topics=capacity.EXACT_RANKS + 5000, min_size=3)
     assert capacity.subscriptions(many) == group_sizes(many).sum()
+    # ... and below the workload where it gives more
+    big = ScribeParams(nodes=100_000_000, topics=capacity.EXACT_RANKS + 5000)
+    head = group_sizes(big)[:capacity.EXACT_RANKS].sum()
+    assert capacity.subscriptions(big) == head + 5000 < group_sizes(big).sum()
 
 
 def test_run_sh_names_a_bad_driver_memory(tmp_path):
