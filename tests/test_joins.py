@@ -43,6 +43,23 @@ def test_grown_state_against_the_converged_construction(spark, grown):
     assert counts["route"] > 0 and counts["notify"] > 0 and counts["leaf_exchange"] > 0
 
 
+def test_a_grown_table_with_fewer_rows_counts_the_missing_slots_as_empty():
+    """compare_tables and row_quality count the same slots: every one the converged tables fill."""
+    ring = small_ring(400, seed=3)
+    nodes = np.arange(ring.n)
+    conv = pd.DataFrame({"rt": kernels.routing_tables(ring, nodes)}, index=nodes)
+    cols = 1 << ring.b
+    grown = pd.DataFrame({"rt": [rt[:cols] for rt in conv.rt]}, index=nodes)   # the first row only
+    cmp = routing_tables.compare_tables(ring, grown, conv)
+    q = routing_tables.row_quality(ring, grown, conv)
+    filled = sum(int((np.asarray(rt) >= 0).sum()) for rt in conv.rt)
+    first = sum(int((np.asarray(rt[:cols]) >= 0).sum()) for rt in conv.rt)
+    assert first < filled
+    assert cmp["entries"] == filled == q[["empty", "optimal", "suboptimal"]].to_numpy().sum()
+    assert cmp["best"] == first == q.optimal.sum() and cmp["invalid"] == 0
+    assert q["empty"][q.row > 0].sum() == filled - first
+
+
 def test_take_nearer_keeps_the_nearest_valid_node_per_slot():
     """Each slot ends with the nearest of its entry and the candidates whose id fits it (by hex digits)."""
     ring = small_ring(400, seed=3)
@@ -91,6 +108,7 @@ def test_pastry_joins_job_second_phases_find_nearer_nodes_and_count_every_slot_o
     totals = q.groupby("improve")[["empty", "optimal", "suboptimal"]].sum()
     best = (j.proximity_best_share * j.entries).round()   # the optimal slots are compare_tables' best ones
     assert (totals.optimal[j.index] == best).all()
+    assert (totals.sum(axis=1)[j.index] == j.entries).all()   # both count every slot the converged fill
     assert totals.at["rows", "optimal"] > totals.at["none", "optimal"]
     assert j.at["none", "row_exchange_per_newcomer"] == 0 and j.at["rows", "row_exchange_per_newcomer"] > 0
     assert j.at["rows", "table_exchange_per_newcomer"] == 0

@@ -26,9 +26,9 @@ def compare_tables(ring: Ring, grown: pd.DataFrame, converged: pd.DataFrame) -> 
         pre = ids.shared_prefix_digits(ring.hi[e], ring.lo[e], np.full(len(e), ring.hi[node]),
                                        np.full(len(e), ring.lo[node]), ring.b)
         invalid += int(((pre != r) | (ids.digit(ring.hi[e], ring.lo[e], r, ring.b) != slot % cols)).sum())
+        entries += int((conv >= 0).sum())   # every slot it fills, also in rows the grown table lacks
         m = min(len(rt), len(conv))
         filled = conv[:m] >= 0
-        entries += int(filled.sum())
         best += int((rt[:m][filled] == conv[:m][filled]).sum())
     return {"entries": entries, "best": best, "invalid": invalid, "best_share": best / max(1, entries)}
 
