@@ -105,7 +105,7 @@ def run(p: PastryFailuresParams, run: Run) -> None:
     if len(passes):
         report.write_csv(passes, run.path("lazy_passes.csv"))
     with report.figure(run.path("failures.png"),
-                       f"{p.nodes} nodes, {p.fail_fraction:.0%} fail, {p.table_repair} "
+                       f"{p.nodes} nodes, {100 * p.fail_fraction:g}% fail, {p.table_repair} "
                        "routing-table repair", "phase", "mean hops") as ax:
         bars = ax.bar(range(len(table)), table.mean_hops)
         for bar, frac, tmo in zip(bars, table.correct_fraction, table.timeouts_per_lookup):
@@ -119,7 +119,8 @@ def run(p: PastryFailuresParams, run: Run) -> None:
            if p.table_repair == "lazy" else "eagerly: every dead entry, before the lookups")
     run.path("summary.md").write_text(
         f"# pastry_failures\n\n{p.nodes} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, {failed} nodes ({p.fail_fraction:.0%}) fail silently; {p.lookups:,} lookups "
+        f"|M|={p.neighborhood}, {failed} nodes ({100 * p.fail_fraction:g}%) fail silently; {p.lookups:,} "
+        "lookups "
         f"of random keys from random surviving nodes, the same in every phase; seed {p.seed}. Correct = "
         "delivered to the numerically closest live node (brute force). A node that forwards to a dead node "
         "times out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule "

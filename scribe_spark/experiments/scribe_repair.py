@@ -187,7 +187,7 @@ def run(p: ScribeRepairParams, run: Run) -> None:
 
 def _plots(p: ScribeRepairParams, run: Run, rounds: pd.DataFrame) -> None:
     with report.figure(run.path("delivery_by_round.png"),
-                       f"{p.nodes} nodes, {p.fail_fraction:.0%} fail at round "
+                       f"{p.nodes} nodes, {100 * p.fail_fraction:g}% fail at round "
                        f"{p.fail_round}", "publish round", "share of deliveries") as ax:
         for mode, style in zip(MODES, ("-o", "--s")):
             r = rounds[rounds["mode"] == mode]
@@ -204,8 +204,9 @@ def _summary(p, run, table, repair, messages, failover) -> None:
         f"# scribe_repair\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), {p.topics} "
         f"topics (sizes floor(N r^-{p.size_exponent} + 0.5)), seed {p.seed}. Rounds of one heartbeat period; "
         f"each topic publishes with probability {p.publish_probability} per round. "
-        f"{int(repair.failed_nodes[0])} nodes ({p.fail_fraction:.0%}, including "
-        f"{int(repair.failed_roots[0])} roots; publishers never fail) fail at the start of round "
+        f"{int(repair.failed_nodes[0])} nodes ({100 * p.fail_fraction:g}%, including "
+        f"{int(repair.failed_roots[0])} roots: {p.failed_roots} chosen among the roots, the rest hit by the "
+        f"random failures; publishers never fail) fail at the start of round "
         f"{p.fail_round}; children detect after {p.timeout} missed heartbeats, so repair takes effect in "
         f"round {p.fail_round + p.timeout}. Phases are by publish round: before [0, {p.fail_round}), during "
         f"[{p.fail_round}, {p.fail_round + p.timeout}), after. Reliable extension: buffers of {p.buffer} "

@@ -317,7 +317,11 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     run.path("summary.md").write_text(
         f"# tno_ordering\n\n{p.clients} subscribers (of {p.nodes} Scribe nodes), {p.topics} topics "
         f"({p.popularity} popularity, {p.topics_per_client} topics each), {p.events} events at {p.rate:g}/s, "
-        f"per-hop jitter ±{p.jitter:.0%}, {len(later)} subscription changes, loss {p.loss:.0%} in the "
+        f"per-hop jitter ±{100 * p.jitter:g}%, {len(later)} subscription changes"
+        + (f" (of the {p.subscription_changes} clients drawn to change, "
+           f"{p.subscription_changes - len(later)} drew only topics they had)"
+           if len(later) < p.subscription_changes else "")
+        + f", loss {100 * p.loss:g}% in the "
         f"unreliable run (TTL {p.ttl_ms:g} ms, buffer {p.buffer_size}), {'causal' if p.causal else 'TNO'} "
         f"sequencing groups, seed {p.seed}. Chain rules: {', '.join(p.chains)} (etree: up the elimination "
         "tree; interval: every TM between in precedence order; literal: group members only, which can leave "
