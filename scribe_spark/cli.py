@@ -17,6 +17,7 @@ import pickle
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -345,7 +346,10 @@ def main(name: str, argv: list[str] | None = None) -> int:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
-                                     f"# digest: {p.digest}\n" + loader.to_toml(p.params))
+                                     f"# digest: {p.digest}\n"
+                                     f"# code: {code_version()}\n"
+                                     f"# rerun: ./run.sh {name} --conf {p.final / 'params.toml'}\n"
+                                     + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     _JOB.update(name=name, t0=run.t0)
     if p.resume and continued is None:
@@ -378,6 +382,26 @@ def main(name: str, argv: list[str] | None = None) -> int:
     for f in sorted(p.final.iterdir()):
         print(f"  {f}")
     return 0
+
+
+def code_version() -> str:
+    """Name the code a run used: the package version and, in a git checkout, its commit."""
+    try:
+        from importlib.metadata import version
+        text = f"scribe-spark {version('scribe-spark')}"
+    except Exception:   # shipped as a zip to a cluster, not installed
+        text = "scribe-spark (not installed)"
+    root = project_root()
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return text + ", no git"
+    if not commit:
+        return text + ", not a git checkout"
+    return f"{text}, git {commit}" + (" with uncommitted changes" if changed else "")
 
 
 def publish(tmp: Path, final: Path) -> None:
