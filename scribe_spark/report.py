@@ -43,11 +43,28 @@ class _Figure:
             self.ax.set_xlabel(self.xlabel)
             self.ax.set_ylabel(self.ylabel)
             self.ax.grid(True, alpha=0.3)
-            if self.ax.get_legend_handles_labels()[0]:
-                self.ax.legend()
+            legend(self.ax)
             self.fig.tight_layout()
-            self.fig.savefig(self.path)
+            self.fig.savefig(self.path, bbox_inches="tight")   # nothing clipped, the legend included
         plt.close(self.fig)
+
+
+LEGEND_INSIDE = 3   # series a legend may list inside the axes; more go beside them, off the data
+
+
+def legend(ax) -> None:
+    """Label the series that hold data: inside the axes for a few, beside them for more."""
+    handles, labels = [], []
+    for h, label in zip(*ax.get_legend_handles_labels()):
+        if not (hasattr(h, "get_xdata") and len(h.get_xdata()) == 0):   # a line with no points
+            handles.append(h)
+            labels.append(label)
+    if not handles:
+        return
+    if len(handles) <= LEGEND_INSIDE:
+        ax.legend(handles, labels, fontsize="small")
+    else:
+        ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def cdf(ax, values, **style) -> None:

@@ -113,6 +113,7 @@ def run(p: PastryFailuresParams, run: Run) -> None:
                         (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
                         fontsize=8)
         ax.set_xticks(range(len(table)), table.phase)
+        ax.set_ylim(0, 1.3 * max(table.mean_hops.max(), 1e-9))   # room for the labels under the title
     how = ("lazily: after each routing superstep, every entry a lookup found dead is repaired before the "
            f"next superstep; `after_repair` is the first of {p.passes} passes of the same lookups "
            "(lazy_passes.csv)"

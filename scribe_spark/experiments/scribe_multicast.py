@@ -175,7 +175,9 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     with report.figure(run.path("node_stress.png"), "Children-table entries per node",
                        "children-table entries", "number of nodes") as ax:
         v = stress.entries.to_numpy()
-        ax.hist(np.concatenate([v, np.zeros(n - len(v), dtype=v.dtype)]), bins=50, log=True)
+        top = int(v.max()) if len(v) else 0   # whole numbers: one bin per value while they are few
+        bins = np.arange(top + 2) - 0.5 if top < 100 else 50
+        ax.hist(np.concatenate([v, np.zeros(n - len(v), dtype=v.dtype)]), bins=bins, log=True)
     with report.figure(run.path("link_stress.png"), "Link stress, one event per topic",
                        "copies of the event on a link", "number of links") as ax:
         for scheme, df in links.items():

@@ -223,9 +223,11 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
         ax.set_xscale("log")
     with report.figure(run.path("latency_cdf.png"), "Timestamp latency distribution", "latency (ms)",
                        "cumulative fraction of events") as ax:
+        styles = ("-", "--", ":", "-.")   # one per chain rule: more series than the colour cycle holds
         for (model, chains, r), v in latencies.items():
             if r in (min(p.rates), max(p.rates)):
-                report.cdf(ax, v, label=f"{model}, {chains}, {r:g}/s")
+                report.cdf(ax, v, label=f"{model}, {chains}, {r:g}/s",
+                           linestyle=styles[list(p.chains).index(chains) % len(styles)])
     if p.service_sweep_ms:
         with report.figure(run.path("throughput_vs_service.png"),
                            f"Throughput at {max(p.rates):g} events/s offered",
@@ -243,7 +245,7 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
             ("bandwidth_share", "bandwidth_share", "Share of inter-server bandwidth per server",
              "share of inter-server bytes"),
             ("outgoing_bandwidth", "outgoing_percent", f"Outgoing bandwidth per server at {max(p.rates):g} "
-             "events/s", "% of the timestamp bytes it handles sent to other servers")):
+             "events/s", "% of its timestamp bytes sent to other servers")):
         with report.figure(run.path(f"{png}.png"), title, "server", ylabel) as ax:
             for i, (label, t) in enumerate(variants):
                 ax.bar(t.server + i * width, t[column], width=width, label=label)

@@ -67,8 +67,9 @@ def run(p: TnoSizeParams, run: Run) -> None:
                            "timestamp size |SG_T| (entries)") as ax:
             for model in p.popularity:
                 t = table[table.popularity == model]
-                line = ax.errorbar(t.subscriptions, t[f"mean_size{suffix}_subscribed"],
-                                   yerr=t[f"std_size{suffix}_subscribed"], marker="o", capsize=3,
+                mean, std = t[f"mean_size{suffix}_subscribed"], t[f"std_size{suffix}_subscribed"]
+                line = ax.errorbar(t.subscriptions, mean, yerr=[np.minimum(std, mean), std],   # no size < 0
+                                   marker="o", capsize=3,
                                    label=f"{model}: topics with subscribers, mean ± std")
                 ax.plot(t.subscriptions, t[f"mean_size{suffix}_all"], linestyle="--", marker=".",
                         color=line[0].get_color(), label=f"{model}: all topics (0 without subscribers), mean")
