@@ -126,6 +126,7 @@ def test_tno_sequencer_job(tiny):
     assert np.allclose(bw.groupby(["popularity", "chains"]).timestamp_stage_share.sum(), 1.0)
     assert (bw.handled_bytes > 0).all()
     assert np.allclose(bw.outgoing_percent, 100 * bw.inter_server_bytes / bw.handled_bytes)
-    for png in ("latency_vs_rate", "latency_cdf", "throughput_vs_service", "bandwidth_share",
-                "outgoing_bandwidth", "latency_vs_subscriptions", "throughput_vs_subscriptions"):
+    for png in ("latency_vs_rate", "throughput_vs_rate", "latency_cdf", "throughput_vs_service",
+                "bandwidth_share", "outgoing_bandwidth", "latency_vs_subscriptions",
+                "throughput_vs_subscriptions"):
         assert (folder / f"{png}.png").stat().st_size > 0

@@ -168,17 +168,18 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
     report.write_csv(timings, run.path("timings.csv"))
 
     valid = delay.dropna(subset=["rmd", "rad"])
-    with report.figure(run.path("delay_penalty_cdf.png"), "Delay penalty of Scribe vs IP unicast",
+    at = f"\n{p.nodes:,} nodes, {p.topics:,} topics" + (f" of {p.group_size}" if p.group_size else "")
+    with report.figure(run.path("delay_penalty_cdf.png"), "Delay penalty of Scribe vs IP unicast" + at,
                        "delay penalty (Scribe / IP)", "cumulative fraction of topics") as ax:
         for col, label in (("rmd", "RMD (max delay)"), ("rad", "RAD (mean delay)")):
             report.cdf(ax, valid[col].to_numpy(), label=label)
-    with report.figure(run.path("node_stress.png"), "Children-table entries per node",
+    with report.figure(run.path("node_stress.png"), "Children-table entries per node" + at,
                        "children-table entries", "number of nodes") as ax:
         v = stress.entries.to_numpy()
         top = int(v.max()) if len(v) else 0   # whole numbers: one bin per value while they are few
         bins = np.arange(top + 2) - 0.5 if top < 100 else 50
         ax.hist(np.concatenate([v, np.zeros(n - len(v), dtype=v.dtype)]), bins=bins, log=True)
-    with report.figure(run.path("link_stress.png"), "Link stress, one event per topic",
+    with report.figure(run.path("link_stress.png"), "Link stress, one event per topic" + at,
                        "copies of the event on a link", "number of links") as ax:
         for scheme, df in links.items():
             c = df.copies.to_numpy()
@@ -186,7 +187,7 @@ def _write(p, run: Run, delay, stress, shape, links, n_links, n_subs, n_edges, r
                 bins = np.unique(np.geomspace(1, c.max() + 1, 40).astype(int))
                 ax.hist(c, bins=bins, histtype="step", label=scheme, log=True)
         ax.set_xscale("log")
-    with report.figure(run.path("tree_depth.png"), "Scribe tree depth", "depth (overlay hops)",
+    with report.figure(run.path("tree_depth.png"), "Scribe tree depth" + at, "depth (overlay hops)",
                        "number of topics") as ax:
         ax.hist(shape.depth, bins=np.arange(shape.depth.max() + 2) - 0.5)
 

@@ -221,6 +221,15 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
             ax.plot(t.rate_per_s, t.p99_latency_ms, marker="x", linestyle="--", color=line.get_color(),
                     label=f"{label}: p99")
         ax.set_xscale("log")
+    with report.figure(run.path("throughput_vs_rate.png"),
+                       f"Throughput (service {p.service_ms:g} ms per stage)", "offered event rate (events/s)",
+                       "measured throughput (timestamps/s)") as ax:
+        for label, t in _variants(p, rate):
+            ax.plot(t.rate_per_s, t.throughput_per_s, marker="o", label=label)
+        ax.plot([min(p.rates), max(p.rates)], [min(p.rates), max(p.rates)], color="grey", linewidth=0.8,
+                label="offered")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     with report.figure(run.path("latency_cdf.png"), "Timestamp latency distribution", "latency (ms)",
                        "cumulative fraction of events") as ax:
         styles = ("-", "--", ":", "-.")   # one per chain rule: more series than the colour cycle holds
