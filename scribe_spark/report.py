@@ -67,6 +67,29 @@ def legend(ax) -> None:
         ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
+def log_x(ax, values) -> None:
+    """Put the x axis on a log scale with one labelled tick per sweep point (`values`), no others."""
+    from matplotlib.ticker import NullFormatter
+    ticks = sorted({float(v) for v in values})
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [short_count(v) for v in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def short_count(v: float) -> str:
+    """Write a count briefly: 300, 3k, 2.5M."""
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(v) >= size:
+            return f"{v / size:g}{unit}"
+    return f"{v:g}"
+
+
+def whole_x(ax) -> None:
+    """Tick the x axis at whole numbers only (hops, rounds)."""
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def cdf(ax, values, **style) -> None:
     """Draw the empirical CDF of `values` as a step line: at most CDF_POINTS steps, evenly spaced
     in rank (each within 1/CDF_POINTS of the exact curve), so that 10^7 values draw in a moment."""

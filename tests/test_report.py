@@ -10,3 +10,20 @@ def test_small_values_keep_their_digits_in_a_table_of_one_decimal():
     rows = markdown_table(table, ".1f").splitlines()
     assert rows[2] == "| 0.05 | 0.02 | 163.3 | 7 |"
     assert rows[3] == "| 0.1 | 0.0 | 457.9 | 12 |"
+
+
+def test_a_legend_names_only_the_series_with_data():
+    import matplotlib.pyplot as plt
+
+    from scribe_spark.report import legend
+    fig, ax = plt.subplots()
+    ax.plot([], [], label="no data")
+    ax.plot([1, 2], [3, 4], label="data")
+    legend(ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["data"]
+    plt.close(fig)
+
+
+def test_sweep_ticks_are_written_briefly():
+    from scribe_spark.report import short_count
+    assert [short_count(v) for v in (300, 3000, 2_500_000, 0.5)] == ["300", "3k", "2.5M", "0.5"]

@@ -121,7 +121,7 @@ def _write(p: PastryHopsParams, run: Run, hops: pd.DataFrame, dist: pd.DataFrame
         ax.plot(hops.nodes, hops.max_hops, "s--", label="max hops (measured)", alpha=0.7)
         xs = np.geomspace(hops.nodes.min(), hops.nodes.max(), 50)
         ax.plot(xs, np.log(xs) / np.log(base), "k:", label=f"log_{base} N")
-        ax.set_xscale("log")
+        report.log_x(ax, hops.nodes)
     largest = int(hops.nodes.max())
     d = distribution[distribution.nodes == largest]
     with report.figure(run.path("hop_distribution.png"), f"Hop count distribution, N={largest:,}",
@@ -129,12 +129,13 @@ def _write(p: PastryHopsParams, run: Run, hops: pd.DataFrame, dist: pd.DataFrame
         ax.bar(d.hops, d.fraction)
         for x, y in zip(d.hops, d.fraction):
             ax.text(x, y, f"{y:.3f}", ha="center", va="bottom", fontsize=8)
+        report.whole_x(ax)
     with report.figure(run.path("relative_distance.png"), f"Route distance / direct distance ({p.proximity})",
                        "number of nodes", "mean relative distance") as ax:
         for mode in MODES:
             m = dist[dist["mode"] == mode]
             ax.plot(m.nodes, m.mean_relative_distance, "o-", label=f"{mode} neighbor selection")
-        ax.set_xscale("log")
+        report.log_x(ax, dist.nodes)
 
     table = hops[["nodes", "mean_hops", "max_hops", "log_2b_n"]].merge(
         dist.pivot(index="nodes", columns="mode", values="mean_relative_distance")

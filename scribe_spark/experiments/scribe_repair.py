@@ -197,6 +197,7 @@ def _plots(p: ScribeRepairParams, run: Run, rounds: pd.DataFrame) -> None:
         ax.axvspan(p.fail_round - 0.5, p.fail_round + p.timeout - 0.5, color="grey", alpha=0.15,
                    label="outage")
         ax.set_ylim(bottom=0)
+        report.whole_x(ax)
 
 
 def _summary(p, run, table, repair, messages, failover) -> None:

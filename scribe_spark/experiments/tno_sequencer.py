@@ -220,7 +220,7 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
             line = ax.plot(t.rate_per_s, t.mean_latency_ms, marker="o", label=f"{label}: mean")[0]
             ax.plot(t.rate_per_s, t.p99_latency_ms, marker="x", linestyle="--", color=line.get_color(),
                     label=f"{label}: p99")
-        ax.set_xscale("log")
+        report.log_x(ax, rate.rate_per_s)
     with report.figure(run.path("throughput_vs_rate.png"),
                        f"Throughput (service {p.service_ms:g} ms per stage)", "offered event rate (events/s)",
                        "measured throughput (timestamps/s)") as ax:
@@ -228,7 +228,7 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
             ax.plot(t.rate_per_s, t.throughput_per_s, marker="o", label=label)
         ax.plot([min(p.rates), max(p.rates)], [min(p.rates), max(p.rates)], color="grey", linewidth=0.8,
                 label="offered")
-        ax.set_xscale("log")
+        report.log_x(ax, rate.rate_per_s)
         ax.set_yscale("log")
     with report.figure(run.path("latency_cdf.png"), "Timestamp latency distribution", "latency (ms)",
                        "cumulative fraction of events") as ax:
@@ -267,7 +267,7 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
                            "total subscriptions", label) as ax:
             for name, t in _variants(p, subs):
                 ax.plot(t.subscriptions, t[column], marker="o", label=name)
-            ax.set_xscale("log")
+            report.log_x(ax, subs.subscriptions)
 
 
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:

@@ -73,7 +73,7 @@ def run(p: TnoSizeParams, run: Run) -> None:
                                    label=f"{model}: topics with subscribers, mean ± std")
                 ax.plot(t.subscriptions, t[f"mean_size{suffix}_all"], linestyle="--", marker=".",
                         color=line[0].get_color(), label=f"{model}: all topics (0 without subscribers), mean")
-            ax.set_xscale("log")
+            report.log_x(ax, table.subscriptions)
     variant = "causal (one shared subscription)" if p.causal else "TNO (two shared subscriptions)"
     run.path("summary.md").write_text(
         f"# tno_timestamp_size\n\n{p.clients:,} clients, {p.topics:,} topics, sequencing groups of the "
