@@ -292,18 +292,21 @@ def run(p: TnoOrderingParams, run: Run) -> None:
     table = pd.DataFrame(rows)
     report.write_csv(table, run.path("ordering.csv"))
     main, sweep = table[table.scenario != "loss_sweep"], table[table.scenario == "loss_sweep"]
-    with report.figure(run.path("buffering_delay_cdf.png"), "Delay added by the ordering layer",
+    at = f"\n{p.clients:,} subscribers, {p.topics:,} topics, {p.events:,} events at {p.rate:g}/s"
+    with report.figure(run.path("buffering_delay_cdf.png"), "Delay added by the ordering layer" + at,
                        "buffering delay (ms)", "cumulative fraction of notifications") as ax:
         for (chains, scenario), v in delays.items():
             if len(v) and scenario != "no_ordering":
                 report.cdf(ax, v, label=f"{scenario}, {chains}")
     with report.figure(run.path("violations.png"),
-                       "Subscriber pairs that saw common events in different orders",
+                       "Subscriber pairs that saw common events in different orders" + at,
                        "scenario", "violating subscriber pairs") as ax:
-        ax.bar(range(len(main)), main.violating_pairs)
+        bars = ax.bar(range(len(main)), main.violating_pairs)
+        ax.bar_label(bars, fontsize=8)   # a zero bar is otherwise not there at all
         ax.set_xticks(range(len(main)), main.scenario + ", " + main.chains, rotation=30, ha="right")
     if len(sweep):
-        with report.figure(run.path("loss_recovery.png"), f"ENS and sequencer loss ({p.chains[0]} chains)",
+        with report.figure(run.path("loss_recovery.png"),
+                           f"ENS and sequencer loss ({p.chains[0]} chains)" + at,
                            "loss probability", "count") as ax:
             for recover, t in sweep.groupby("recovery"):
                 how = "with recovery" if recover else "without recovery"

@@ -62,7 +62,8 @@ def run(p: TnoSizeParams, run: Run) -> None:
     report.write_csv(table, run.path("timestamp_size.csv"))
     report.write_csv(pd.DataFrame(laws), run.path("popularity.csv"))
     for weighted, suffix in ((False, ""), (True, "_weighted")):
-        title = "Timestamp size" + (" (weighted by publications)" if weighted else " (per topic)")
+        title = ("Timestamp size" + (" (weighted by publications)" if weighted else " (per topic)")
+                 + f"\n{p.clients:,} clients, {p.topics:,} topics")
         with report.figure(run.path(f"timestamp_size{suffix}.png"), title, "subscriptions",
                            "timestamp size |SG_T| (entries)") as ax:
             for model in p.popularity:
