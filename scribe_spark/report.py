@@ -43,28 +43,31 @@ class _Figure:
             self.ax.set_xlabel(self.xlabel)
             self.ax.set_ylabel(self.ylabel)
             self.ax.grid(True, alpha=0.3)
-            legend(self.ax)
+            key = legend(self.ax)
             self.fig.tight_layout()
-            self.fig.savefig(self.path, bbox_inches="tight")   # nothing clipped, the legend included
+            # nothing clipped, and a legend beside the axes widens the image
+            self.fig.savefig(self.path, bbox_inches="tight", bbox_extra_artists=[key] if key else None)
         plt.close(self.fig)
 
 
 LEGEND_INSIDE = 3   # series a legend may list inside the axes; more go beside them, off the data
 
 
-def legend(ax) -> None:
-    """Label the series that hold data: inside the axes for a few, beside them for more."""
+def legend(ax):
+    """Label the series that hold data: inside the axes for a few, beside them for more (returned)."""
     handles, labels = [], []
     for h, label in zip(*ax.get_legend_handles_labels()):
         if not (hasattr(h, "get_xdata") and len(h.get_xdata()) == 0):   # a line with no points
             handles.append(h)
             labels.append(label)
     if not handles:
-        return
+        return None
     if len(handles) <= LEGEND_INSIDE:
         ax.legend(handles, labels, fontsize="small")
-    else:
-        ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return None
+    outside = ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    outside.set_in_layout(False)   # the axes keep their width; the saved image widens to hold it
+    return outside
 
 
 def log_x(ax, values) -> None:
