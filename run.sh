@@ -220,7 +220,7 @@ case "$cmd" in
       start) cluster_start ;;
       stop) cluster_stop ;;
       status) cluster_status ;;
-      *) die "usage: ./run.sh cluster start|stop|status" ;;
+      *) bad_input "usage: ./run.sh cluster start|stop|status" ;;
     esac ;;
   test)
     shift

@@ -345,11 +345,11 @@ def main(name: str, argv: list[str] | None = None) -> int:
     else:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
+    rerun = shlex.join(["./run.sh", name, "--conf", str(p.final / "params.toml")])
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
                                      f"# digest: {p.digest}\n"
                                      f"# code: {code_version()}\n"
-                                     f"# rerun: ./run.sh {name} --conf {p.final / 'params.toml'}\n"
-                                     + loader.to_toml(p.params))
+                                     f"# rerun: {rerun}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     _JOB.update(name=name, t0=run.t0)
     if p.resume and continued is None:
@@ -386,10 +386,10 @@ def main(name: str, argv: list[str] | None = None) -> int:
 
 def code_version() -> str:
     """Name the code a run used: the package version and, in a git checkout, its commit."""
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        from importlib.metadata import version
         text = f"scribe-spark {version('scribe-spark')}"
-    except Exception:   # shipped as a zip to a cluster, not installed
+    except PackageNotFoundError:   # shipped as a zip to a cluster, not installed
         text = "scribe-spark (not installed)"
     root = project_root()
     try:
@@ -397,8 +397,8 @@ def code_version() -> str:
                                 capture_output=True, text=True, timeout=10).stdout.strip()
         changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                  capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return text + ", no git"
+    except (OSError, subprocess.SubprocessError):   # no git, or one that does not answer
+        return text + ", commit unknown"
     if not commit:
         return text + ", not a git checkout"
     return f"{text}, git {commit}" + (" with uncommitted changes" if changed else "")

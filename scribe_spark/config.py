@@ -16,6 +16,22 @@ class ConfigError(ValueError):
     """A parameter is unknown, of the wrong type, or impossible."""
 
 
+def is_file(path: str | Path) -> bool:
+    """Whether `path` is a file; False also for a path the system refuses (a name too long, say)."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
+
+
+def is_dir(path: str | Path) -> bool:
+    """Whether `path` is a folder; False also for a path the system refuses."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class TopologyParams:
     """Transit-stub router graph (SPEC section 5); delays in ms."""
@@ -89,7 +105,7 @@ class AnyProximity(OverlayParams):
         if self.proximity == "matrix":
             _require(bool(self.matrix), "matrix", "must name a latency matrix file when proximity = 'matrix'",
                      self.matrix)
-            _require(Path(self.matrix).is_file(), "matrix", "file not found", self.matrix)
+            _require(is_file(self.matrix), "matrix", "file not found", self.matrix)
             sites = _matrix_sites(self.matrix)
             _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix",
                      nodes)
@@ -179,9 +195,10 @@ def _require_seed(seed: int) -> None:
     _require(seed >= 0, "seed", "must be >= 0", seed)
 
 
-def _require_sweep(key: str, values: tuple, what: str) -> None:
-    """Check a swept list: at least one value, and no value twice (each is one sweep point)."""
-    _require(len(values) > 0, key, f"must list at least one {what}", list(values))
+def _require_sweep(key: str, values: tuple, what: str | None) -> None:
+    """Check a swept list: at least one `what` (None: it may be empty), and no value twice."""
+    if what is not None:
+        _require(len(values) > 0, key, f"must list at least one {what}", list(values))
     _require(len(set(values)) == len(values), key, "values must be distinct (each is one sweep point)",
              list(values))
 
@@ -348,8 +365,7 @@ class TnoOrderingParams(TnoDeployment, OnRouters):
         _require(0.0 <= self.loss < 1.0, "loss", "must be in [0, 1)", self.loss)
         for x in self.loss_sweep:
             _require(0.0 <= x < 1.0, "loss_sweep", "every value must be in [0, 1)", x)
-        _require(len(set(self.loss_sweep)) == len(self.loss_sweep), "loss_sweep", "values must be distinct",
-                 list(self.loss_sweep))
+        _require_sweep("loss_sweep", self.loss_sweep, None)   # empty: no sweep
         _require(self.recovery_after_ms >= 0, "recovery_after_ms", "must be >= 0", self.recovery_after_ms)
         _require(self.recovery_timeout_ms > 0, "recovery_timeout_ms", "must be > 0", self.recovery_timeout_ms)
         _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
@@ -408,8 +424,7 @@ class TnoSequencerParams(TnoDeployment):
         _require(self.service_ms >= 0, "service_ms", "must be >= 0", self.service_ms)
         for s in self.service_sweep_ms:
             _require(s >= 0, "service_sweep_ms", "every value must be >= 0", s)
-        _require(len(set(self.service_sweep_ms)) == len(self.service_sweep_ms), "service_sweep_ms",
-                 "values must be distinct (each is one sweep point)", list(self.service_sweep_ms))
+        _require_sweep("service_sweep_ms", self.service_sweep_ms, None)   # empty: no sweep
         _require(self.duration_s >= 1.0, "duration_s",
                  "must be >= 1 (throughput is measured over the second half of the run)", self.duration_s)
         _require_seed(self.seed)

@@ -8,7 +8,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from scribe_spark.config import ConfigError
+from scribe_spark.config import ConfigError, is_dir, is_file
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -29,9 +29,9 @@ def load(cls: type, path: str | Path | None, overrides: list[str] = ()) -> Any:
     data: dict = {}
     if path is not None:
         path = Path(path)
-        if path.is_dir():
+        if is_dir(path):
             raise ConfigError(f"--conf {path}: is a folder, not a parameter file")
-        if not path.is_file():
+        if not is_file(path):
             raise ConfigError(f"--conf {path}: config file not found")
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))

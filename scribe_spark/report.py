@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.legend import Legend  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
 
@@ -53,8 +54,8 @@ class _Figure:
 LEGEND_INSIDE = 3   # series a legend may list inside the axes; more go beside them, off the data
 
 
-def legend(ax):
-    """Label the series that hold data: inside the axes for a few, beside them for more (returned)."""
+def legend(ax) -> Legend | None:
+    """Label the series, leaving out lines with no points: inside the axes for a few, beside them for more."""
     handles, labels = [], []
     for h, label in zip(*ax.get_legend_handles_labels()):
         if not (hasattr(h, "get_xdata") and len(h.get_xdata()) == 0):   # a line with no points
@@ -72,18 +73,18 @@ def legend(ax):
 
 def log_x(ax, values) -> None:
     """Put the x axis on a log scale with one labelled tick per sweep point (`values`), no others."""
-    from matplotlib.ticker import NullFormatter
-    ticks = sorted({float(v) for v in values})
+    from matplotlib.ticker import NullLocator
+    ticks = sorted({float(v) for v in values if v > 0})
     ax.set_xscale("log")
     ax.set_xticks(ticks, [short_count(v) for v in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def short_count(v: float) -> str:
     """Write a count briefly: 300, 3k, 2.5M."""
     for unit, size in (("M", 1e6), ("k", 1e3)):
         if abs(v) >= size:
-            return f"{v / size:g}{unit}"
+            return f"{v / size:.4g}{unit}"
     return f"{v:g}"
 
 
@@ -120,7 +121,11 @@ def float_cell(v: float, fmt: str) -> str:
     loss in a table of one decimal, would read as 0.1 or 0.0.
     """
     text = format(v, fmt)
-    if math.isfinite(v) and abs(float(text) - v) > 0.01 * abs(v):
+    try:
+        shown = float(text)
+    except ValueError:   # a format that writes more than a number (%, thousands separators)
+        return text
+    if math.isfinite(v) and abs(shown - v) > 0.01 * abs(v):
         return format(v, ".3g")
     return text
 

