@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
@@ -55,10 +56,15 @@ LEGEND_INSIDE = 3   # series a legend may list inside the axes; more go beside t
 
 
 def legend(ax) -> Legend | None:
-    """Label the series, leaving out lines with no points: inside the axes for a few, beside them for more."""
+    """Label the series that hold data: inside the axes for a few, beside them for more.
+
+    A legend the plot placed itself is kept as it is.
+    """
+    if ax.get_legend() is not None:
+        return None
     handles, labels = [], []
     for h, label in zip(*ax.get_legend_handles_labels()):
-        if not (hasattr(h, "get_xdata") and len(h.get_xdata()) == 0):   # a line with no points
+        if _has_data(h):
             handles.append(h)
             labels.append(label)
     if not handles:
@@ -69,6 +75,17 @@ def legend(ax) -> Legend | None:
     outside = ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     outside.set_in_layout(False)   # the axes keep their width; the saved image widens to hold it
     return outside
+
+
+def _has_data(handle) -> bool:
+    """Whether a legend handle draws anything: a line with points, bars, an error-bar series."""
+    if isinstance(handle, ErrorbarContainer):
+        handle = handle.lines[0]
+    if isinstance(handle, BarContainer):
+        return len(handle.patches) > 0
+    if hasattr(handle, "get_xdata"):
+        return handle.get_xdata() is not None and len(handle.get_xdata()) > 0
+    return True
 
 
 def log_x(ax, values) -> None:

@@ -17,10 +17,21 @@ def test_a_legend_names_only_the_series_with_data():
 
     from scribe_spark.report import legend
     fig, ax = plt.subplots()
-    ax.plot([], [], label="no data")
-    ax.plot([1, 2], [3, 4], label="data")
+    ax.plot([], [], label="no line")
+    ax.bar([], [], label="no bars")
+    ax.errorbar([], [], yerr=[], label="no error bars")
+    ax.plot([1, 2], [3, 4], label="line")
+    ax.bar([1], [2], label="bars")
+    ax.errorbar([1], [2], yerr=[1], label="error bars")
     legend(ax)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["data"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["line", "bars", "error bars"]
+    plt.close(fig)
+    fig, ax = plt.subplots()   # a legend the plot placed itself stays
+    ax.plot([1, 2], [3, 4], label="line")
+    ax.legend(loc="lower right", ncol=2)
+    placed = ax.get_legend()
+    legend(ax)
+    assert ax.get_legend() is placed
     plt.close(fig)
 
 
