@@ -14,8 +14,6 @@ import math
 import os
 from typing import Any
 
-import numpy as np
-
 from scribe_spark.config import (
     ChurnParams,
     ConfigError,
@@ -97,9 +95,7 @@ def subscriptions(p: TopicWorkload) -> int:
     if p.group_size:
         return p.topics * p.group_size
     ranks = min(p.topics, EXACT_RANKS)
-    r = np.arange(1, ranks + 1, dtype=np.float64)
-    sizes = np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5), p.min_size, p.nodes)
-    return int(sizes.sum()) + (p.topics - ranks) * p.min_size
+    return int(p.sizes(ranks).sum()) + (p.topics - ranks) * p.min_size
 
 
 def popularity_bytes(topics: int) -> int:

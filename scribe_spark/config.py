@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from scribe_spark.topology import MODELS
 
 
@@ -119,6 +121,16 @@ class TopicWorkload:
     size_exponent: float = 1.25
     min_size: int = 1
     group_size: int = 0
+
+    def sizes(self, ranks: int | None = None) -> np.ndarray:
+        """Return the subscribers of the topics of the first `ranks` ranks (default: every topic)."""
+        ranks = self.topics if ranks is None else ranks
+        nodes = self.nodes   # type: ignore[attr-defined]  (every job's parameters have `nodes`)
+        if self.group_size:
+            return np.full(ranks, self.group_size, dtype=np.int64)
+        r = np.arange(1, ranks + 1, dtype=np.float64)
+        law = np.floor(nodes * r ** -self.size_exponent + 0.5).astype(np.int64)
+        return np.clip(law, self.min_size, nodes)
 
     def validate_topics(self, nodes: int) -> None:
         """Check the topic workload for `nodes` nodes."""

@@ -11,10 +11,7 @@ from scribe_spark.scribe import topics as tp
 
 def group_sizes(p: TopicWorkload) -> np.ndarray:
     """Return each topic's number of subscribers: fixed, or floor(N r^-e + 0.5) for rank r."""
-    if p.group_size:
-        return np.full(p.topics, p.group_size, dtype=np.int64)
-    r = np.arange(1, p.topics + 1, dtype=np.float64)
-    return np.clip(np.floor(p.nodes * r ** -p.size_exponent + 0.5).astype(np.int64), p.min_size, p.nodes)
+    return p.sizes()
 
 
 def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
