@@ -98,9 +98,9 @@ def subscriptions(p: TopicWorkload) -> int:
     return int(p.sizes(ranks).sum()) + (p.topics - ranks) * p.min_size
 
 
-def popularity_bytes(topics: int) -> int:
-    """Lower bound of a TNO run's bytes for its topics: each law (8 per topic) and the draws from it (24)."""
-    return topics * 32
+def popularity_need(topics: int) -> tuple[str, int, str]:
+    """A TNO run's part that grows with its topics: each law (8 bytes a topic) and its draws (24)."""
+    return "topics", topics * 32, f"the popularity laws and draws of {_count(topics)} topics"
 
 
 def _count(n: float) -> str:
@@ -109,13 +109,11 @@ def _count(n: float) -> str:
 
 
 def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024:
             return f"{n:.1f} {unit}"
-        if unit == "PiB":
-            return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
         n /= 1024
-    return f"{n:.1f} PiB"
+    return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
 
 
 def needs(p: Any) -> list[tuple[str, int, str]]:
@@ -142,8 +140,7 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
         if isinstance(p, TnoSequencerParams):   # the sweep against subscriptions gives each client more
             k = max(k, *p.subscription_sweep)
         out.append(("clients", p.clients * k * 16, f"{_count(p.clients * k)} subscriptions"))
-        out.append(("topics", popularity_bytes(p.topics),
-                    f"the popularity laws and draws of {_count(p.topics)} topics"))
+        out.append(popularity_need(p.topics))
     if isinstance(p, TnoSequencerParams):
         rate, knob = max((max(p.rates), "rates"), (p.subscription_rate, "subscription_rate"))
         events = min(rate * p.duration_s, 1e300)   # a product of two finite numbers may overflow

@@ -240,8 +240,7 @@ def _require_models(models: tuple[str, ...] | str, topics: int) -> None:
     from scribe_spark import capacity
     from scribe_spark.workloads.popularity import parse_model, popularity
     # the check below computes each law, so the topics must fit before it runs
-    capacity.require("topics", capacity.popularity_bytes(topics),
-                     f"the popularity laws and draws of {topics:,} topics")
+    capacity.require(*capacity.popularity_need(topics))
     names = (models,) if isinstance(models, str) else models
     _require(len(names) > 0, "popularity", "must list at least one model", list(names))
     _require(len(set(names)) == len(names), "popularity", "models must be distinct", list(names))
