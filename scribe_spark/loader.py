@@ -86,14 +86,13 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"key '{key}': must be an integer (got {value!r})")
-        if not -2**63 <= value < 2**63:   # TOML's integers are 64-bit; Python's parser takes more
-            raise ConfigError(f"key '{key}': must fit in 64 bits (got {_short(value)})")
+        _require_64_bits(value, key)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"key '{key}': must be a number (got {value!r})")
-        if isinstance(value, int) and not -2**63 <= value < 2**63:
-            raise ConfigError(f"key '{key}': must fit in 64 bits (got {_short(value)})")
+        if isinstance(value, int):
+            _require_64_bits(value, key)
         if not math.isfinite(value):
             raise ConfigError(f"key '{key}': must be a finite number (got {value!r})")
         return float(value)
@@ -102,6 +101,12 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"key '{key}': must be a string (got {value!r})")
         return value
     raise ConfigError(f"key '{key}': unsupported parameter type {tp}")
+
+
+def _require_64_bits(value: int, key: str) -> None:
+    """Refuse an integer beyond 64 bits: TOML's integers are 64-bit, though Python's parser takes more."""
+    if not -2**63 <= value < 2**63:
+        raise ConfigError(f"key '{key}': must fit in 64 bits (got {_short(value)})")
 
 
 def _short(n: int) -> str:
