@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
 
@@ -90,7 +91,6 @@ def _has_data(handle) -> bool:
 
 def log_x(ax, values) -> None:
     """Put the x axis on a log scale with one labelled tick per sweep point (`values`), no others."""
-    from matplotlib.ticker import NullLocator
     ticks = sorted({float(v) for v in values if v > 0})
     ax.set_xscale("log")
     ax.set_xticks(ticks, [short_count(v) for v in ticks])
@@ -107,7 +107,6 @@ def short_count(v: float) -> str:
 
 def whole_x(ax) -> None:
     """Tick the x axis at whole numbers only (hops, rounds)."""
-    from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
