@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.container import BarContainer, ErrorbarContainer  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
@@ -59,23 +60,35 @@ LEGEND_INSIDE = 3   # series a legend may list inside the axes; more go beside t
 def legend(ax) -> Legend | None:
     """Label the series that hold data: inside the axes for a few, beside them for more.
 
-    A legend the plot placed itself is kept as it is.
+    Lines that draw the same points lie on top of each other; they get one entry, their labels
+    stacked and joined by "=", their styles drawn over each other as in the plot, and they count
+    one by one towards the legend's place. A legend the plot placed itself is kept as it is.
     """
     if ax.get_legend() is not None:
         return None
-    handles, labels = [], []
+    groups: dict[object, list] = {}
     for h, label in zip(*ax.get_legend_handles_labels()):
         if _has_data(h):
-            handles.append(h)
-            labels.append(label)
+            groups.setdefault(_points(h), []).append((h, label))
+    handles = [g[0][0] if len(g) == 1 else tuple(h for h, _ in g) for g in groups.values()]
+    labels = ["\n= ".join(label for _, label in g) for g in groups.values()]
     if not handles:
         return None
-    if len(handles) <= LEGEND_INSIDE:
+    if sum(map(len, groups.values())) <= LEGEND_INSIDE:
         ax.legend(handles, labels, fontsize="small")
         return None
     outside = ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     outside.set_in_layout(False)   # the axes keep their width; the saved image widens to hold it
     return outside
+
+
+def _points(handle) -> object:
+    """A line's draw style and points (lines that share them coincide); any other handle: its own key."""
+    if not isinstance(handle, Line2D):
+        return id(handle)
+    x = np.asarray(handle.get_xdata(), dtype=float)
+    y = np.asarray(handle.get_ydata(), dtype=float)
+    return handle.get_drawstyle(), x.tobytes(), y.tobytes()
 
 
 def _has_data(handle) -> bool:

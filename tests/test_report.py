@@ -35,6 +35,21 @@ def test_a_legend_names_only_the_series_with_data():
     plt.close(fig)
 
 
+def test_lines_that_coincide_share_one_legend_entry():
+    import matplotlib.pyplot as plt
+
+    from scribe_spark.report import legend
+    fig, ax = plt.subplots()
+    ax.plot([0, 60], [1.0, 1.0], "-o", label="before")
+    ax.plot([0, 60], [0.9, 1.0], "-s", label="other")
+    ax.plot([0, 60], [1.0, 1.0], "--", label="after")
+    ax.step([0, 60], [1.0, 1.0], label="a step drawn differently")
+    legend(ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["before\n= after", "other", "a step drawn differently"]
+    plt.close(fig)
+
+
 def test_sweep_ticks_are_written_briefly():
     from scribe_spark.report import short_count
     assert [short_count(v) for v in (300, 3000, 2_500_000, 0.5)] == ["300", "3k", "2.5M", "0.5"]
