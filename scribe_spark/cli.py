@@ -346,9 +346,9 @@ def main(name: str, argv: list[str] | None = None) -> int:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
     rerun = shlex.join(["./run.sh", name, "--conf", str(p.final / "params.toml")])
+    code = _code_lines(tmp / "params.toml" if continued is not None else None, code_version())
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
-                                     f"# digest: {p.digest}\n"
-                                     f"# code: {code_version()}\n"
+                                     f"# digest: {p.digest}\n" + code +
                                      f"# rerun: {rerun}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
     _JOB.update(name=name, t0=run.t0)
@@ -382,6 +382,21 @@ def main(name: str, argv: list[str] | None = None) -> int:
     for f in sorted(p.final.iterdir()):
         print(f"  {f}")
     return 0
+
+
+EARLIER_CODE = "# code before a --resume: "
+
+
+def _code_lines(earlier: Path | None, now: str) -> str:
+    """The params.toml lines naming the code: this run's, after that of the points an earlier,
+    interrupted run computed with other code (read from its params.toml, `earlier`)."""
+    lines = []
+    if earlier is not None and earlier.is_file():
+        for line in earlier.read_text(encoding="utf-8", errors="replace").splitlines():
+            before = line.removeprefix("# code: ").removeprefix(EARLIER_CODE)
+            if before != line and before != now and EARLIER_CODE + before not in lines:
+                lines.append(EARLIER_CODE + before)
+    return "".join(f"{line}\n" for line in lines) + f"# code: {now}\n"
 
 
 def code_version() -> str:

@@ -98,3 +98,17 @@ def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypat
     assert cli.plan("pastry_hops", ["--conf", str(saved)]).digest == cli._digest_of(out / "pastry_hops")
     assert cli.main("pastry_hops", args) == 0   # now complete: nothing to do, and nothing said of afresh
     assert "starting afresh" not in capsys.readouterr().out
+
+
+def test_a_resumed_run_names_the_code_of_its_earlier_points(tmp_path):
+    earlier = tmp_path / "params.toml"
+    earlier.write_text("# resolved parameters\n# digest: d\n# code: scribe-spark 0.1, git aaa\nnodes = 3\n")
+    assert cli._code_lines(None, "scribe-spark 0.1, git bbb") == "# code: scribe-spark 0.1, git bbb\n"
+    assert cli._code_lines(earlier, "scribe-spark 0.1, git aaa") == "# code: scribe-spark 0.1, git aaa\n"
+    twice = cli._code_lines(earlier, "scribe-spark 0.1, git bbb")
+    assert twice == ("# code before a --resume: scribe-spark 0.1, git aaa\n"
+                     "# code: scribe-spark 0.1, git bbb\n")
+    earlier.write_text(twice)   # resumed again with a third commit: both earlier codes stay named
+    assert cli._code_lines(earlier, "scribe-spark 0.1, git ccc").splitlines() == [
+        "# code before a --resume: scribe-spark 0.1, git aaa",
+        "# code before a --resume: scribe-spark 0.1, git bbb", "# code: scribe-spark 0.1, git ccc"]
