@@ -116,8 +116,19 @@ def _human(n: float) -> str:
     return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
 
 
-def needs(p: Any) -> list[tuple[str, int, str]]:
-    """Return (key, bytes, what) for the parts of a run that grow with its parameters."""
+Knobs = str | tuple[str, ...]   # the key, or keys, whose values set a part's size
+
+
+def _keys(knobs: Knobs) -> tuple[str, str]:
+    """Name a part's knobs: ("key 'a'", "'a'"), or ("keys 'a' and 'b'", "'a' or 'b'")."""
+    names = [f"'{k}'" for k in ((knobs,) if isinstance(knobs, str) else knobs)]
+    if len(names) == 1:
+        return f"key {names[0]}", names[0]
+    return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def needs(p: Any) -> list[tuple[Knobs, int, str]]:
+    """Return (key or keys, bytes, what) for the parts of a run that grow with its parameters."""
     out = []
     if isinstance(p, OverlayParams):
         nodes = p.peak_nodes()
@@ -145,19 +156,20 @@ def needs(p: Any) -> list[tuple[str, int, str]]:
         rate, knob = max((max(p.rates), "rates"), (p.subscription_rate, "subscription_rate"))
         events = min(rate * p.duration_s, 1e300)   # a product of two finite numbers may overflow
         shown = _count(events) if events < 1e300 else "over 1e+300"
-        out.append((f"{knob}' or 'duration_s", int(events * 512),
+        out.append(((knob, "duration_s"), int(events * 512),
                     f"{shown} simulated events (the highest rate, in '{knob}', times duration_s)"))
     if isinstance(p, TnoOrderingParams):
         out.append(("events", p.events * 512, f"{p.events:,} simulated events"))
     return out
 
 
-def require(key: str, size: int, what: str, limit: int | None = None) -> None:
+def require(key: Knobs, size: int, what: str, limit: int | None = None) -> None:
     """Raise ConfigError naming `key` when `what`, at least `size` bytes, exceeds `limit` (this machine)."""
     limit = machine_bytes() if limit is None else limit
     if size > limit:
-        raise ConfigError(f"key '{key}': {what} need at least {_human(size)}, more than this machine's "
-                          f"{_human(limit)} of memory; lower '{key}'")
+        named, lower = _keys(key)
+        raise ConfigError(f"{named}: {what} need at least {_human(size)}, more than this machine's "
+                          f"{_human(limit)} of memory; lower {lower}")
 
 
 def check(p: Any, limit: int | None = None, heap: str | None = None, master: str | None = None) -> None:
@@ -180,9 +192,9 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
         require(key, size, what, limit)
     total = sum(size for _, size, _ in parts)
     if total > limit:
-        key = max(parts, key=lambda part: part[1])[0]
-        raise ConfigError(f"key '{key}': this run needs at least {_human(total)} in all, more than this "
-                          f"machine's {_human(limit)} of memory; lower '{key}', its largest part")
+        named, lower = _keys(max(parts, key=lambda part: part[1])[0])
+        raise ConfigError(f"{named}: this run needs at least {_human(total)} in all, more than this "
+                          f"machine's {_human(limit)} of memory; lower {lower}, its largest part")
     if isinstance(p, OverlayParams):
         copies = 1 + local_workers(master)
         ring = ring_bytes(p) * copies
