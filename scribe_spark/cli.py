@@ -91,6 +91,7 @@ class Plan:
     resume: bool
     digest: str
     argv: tuple[str, ...]
+    pdf: bool = False
 
     @property
     def final(self) -> Path:
@@ -116,6 +117,8 @@ def parse_args(name: str, argv: list[str]) -> argparse.Namespace:
                     help="override a parameter with a TOML value, e.g. --set nodes=[1000,10000]")
     ap.add_argument("--resume", action="store_true",
                     help="continue the unfinished run in OUT with the same parameters (needs --out)")
+    ap.add_argument("--pdf", action="store_true",
+                    help="also write each plot as a vector PDF beside its PNG")
     return ap.parse_args(argv)
 
 
@@ -148,7 +151,7 @@ def plan(name: str, argv: list[str]) -> Plan:
         raise UsageError("--resume needs --out DIR, the output root of the run to continue")
     else:
         out_root = project_root() / "data" / "out" / datetime.now().strftime("%Y%m%d-%H%M%S")
-    p = Plan(job, params, conf.resolve(), out_root, args.resume, digest(name, params), tuple(argv))
+    p = Plan(job, params, conf.resolve(), out_root, args.resume, digest(name, params), tuple(argv), args.pdf)
     if p.resume:
         _resumable(p)   # refuses an unfinished run with other parameters or one still running
     return p
@@ -351,6 +354,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
                                      f"# digest: {p.digest}\n" + code +
                                      f"# rerun: {rerun}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
+    from scribe_spark import report  # matplotlib: not for the pre-start check
+    report.also_pdf(p.pdf)
     _JOB.update(name=name, t0=run.t0)
     if p.resume and continued is None:
         run.log(f"--resume: no unfinished run of {name} in {p.out_root}; starting afresh")

@@ -20,6 +20,12 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
+_FORMATS = ["png"]      # what each figure is saved as; a job's --pdf adds a vector copy
+
+
+def also_pdf(on: bool) -> None:
+    """Save each figure from now on as a vector PDF too, beside its PNG (a job's --pdf), or not."""
+    _FORMATS[:] = ["png", "pdf"] if on else ["png"]
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
@@ -50,7 +56,9 @@ class _Figure:
             key = legend(self.ax)
             self.fig.tight_layout()
             # nothing clipped, and a legend beside the axes widens the image
-            self.fig.savefig(self.path, bbox_inches="tight", bbox_extra_artists=[key] if key else None)
+            for fmt in _FORMATS:
+                self.fig.savefig(self.path.with_suffix(f".{fmt}"), bbox_inches="tight",
+                                 bbox_extra_artists=[key] if key else None)
         plt.close(self.fig)
 
 

@@ -66,3 +66,20 @@ def test_a_sweep_axis_is_ticked_at_its_points_only():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1k", "3k", "10k"]
     assert len(ax.xaxis.get_minorticklocs()) == 0   # no unlabelled ticks between the points
     plt.close(fig)
+
+
+def test_pdf_copies_are_written_beside_the_pngs_only_when_asked(tmp_path):
+    from scribe_spark import cli, report
+    try:
+        report.also_pdf(True)
+        with report.figure(tmp_path / "a.png", "t", "x", "y") as ax:
+            ax.plot([1, 2], [3, 4])
+        report.also_pdf(False)
+        with report.figure(tmp_path / "b.png", "t", "x", "y") as ax:
+            ax.plot([1, 2], [3, 4])
+    finally:
+        report.also_pdf(False)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["a.pdf", "a.png", "b.png"]
+    assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF")
+    conf = ["--conf", str(cli.project_root() / "conf/tiny/pastry_hops.toml")]
+    assert cli.plan("pastry_hops", [*conf, "--pdf"]).pdf and not cli.plan("pastry_hops", conf).pdf
