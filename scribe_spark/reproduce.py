@@ -47,6 +47,7 @@ class Setup:
     published_file: Path | None
     resume: bool
     master: str | None
+    pdf: bool = False
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -59,6 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--resume", action="store_true",
                     help="keep the jobs complete in --out, continue unfinished ones, write the report again")
     ap.add_argument("--metrics", action="store_true", help="list the figures and metric names, then exit")
+    ap.add_argument("--pdf", action="store_true", help="also write each plot as a vector PDF beside its PNG")
     return ap.parse_args(argv)
 
 
@@ -99,7 +101,8 @@ def plan(argv: list[str]) -> Setup:
         params[job] = as_dict(p.params)
     published = read_published(Path(args.published), params) if args.published else empty_published()
     return Setup(out, bool(args.out), confs, params, published,
-                 Path(args.published).resolve() if args.published else None, args.resume, args.master)
+                 Path(args.published).resolve() if args.published else None, args.resume, args.master,
+                 args.pdf)
 
 
 # ------------------------------------------------------------------ published values
@@ -297,9 +300,11 @@ def figure_section(fig: papers.Figure, root: Path, out: Path, pub: pd.DataFrame)
     return "\n".join(text), cmp.assign(figure=fig.name)
 
 
-def write_report(root: Path, published: pd.DataFrame, published_file: Path | None = None) -> Path:
+def write_report(root: Path, published: pd.DataFrame, published_file: Path | None = None,
+                 pdf: bool = False) -> Path:
     """Write DIR/reproduce/ (report.md, plots, compared values) atomically, then DIR/index.html."""
     from scribe_spark import report
+    report.also_pdf(pdf)
     missing = [j for j in papers.JOBS if not (root / j / "params.toml").is_file()]
     if missing:
         raise cli.UsageError(f"{root}: no complete run of {', '.join(missing)}; run ./run.sh reproduce first")
@@ -385,6 +390,8 @@ def main(argv: list[str]) -> int:
             cmd.append("--resume")
         if s.master:
             cmd += ["--master", s.master]
+        if s.pdf:
+            cmd.append("--pdf")
         rc = subprocess.run(cmd).returncode
         if rc != 0:
             again = ["./run.sh", "reproduce", *[a for a in argv if a != "--resume"]]
@@ -392,7 +399,7 @@ def main(argv: list[str]) -> int:
             print(f"reproduce: error: {job} stopped (exit {rc}); the jobs before it are kept in {s.out}; "
                   f"continue with: {shlex.join(again + ['--resume'])}", file=sys.stderr)
             return rc
-    final = write_report(s.out, s.published, s.published_file)
+    final = write_report(s.out, s.published, s.published_file, s.pdf)
     print(f"reproduce: report in {final / 'report.md'}; every run on one page: {s.out / 'index.html'}")
     return 0
 

@@ -61,6 +61,8 @@ def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, caps
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and reason in err[0], (args, err)
     assert not (tmp_path / "out").exists()
+    base = ["--confs", str(TINY), "--out", str(tmp_path / "out")]
+    assert reproduce.plan(base + ["--pdf"]).pdf and not reproduce.plan(base).pdf
 
 
 def test_every_metric_of_every_figure_can_be_published(tmp_path):
