@@ -192,9 +192,11 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
         require(key, size, what, limit)
     total = sum(size for _, size, _ in parts)
     if total > limit:
-        named, lower = _keys(max(parts, key=lambda part: part[1])[0])
+        knobs, size, what = max(parts, key=lambda part: part[1])
+        named, lower = _keys(knobs)
         raise ConfigError(f"{named}: this run needs at least {_human(total)} in all, more than this "
-                          f"machine's {_human(limit)} of memory; lower {lower}, its largest part")
+                          f"machine's {_human(limit)} of memory; its largest part is {what} "
+                          f"({_human(size)}): lower {lower}")
     if isinstance(p, OverlayParams):
         copies = 1 + local_workers(master)
         ring = ring_bytes(p) * copies

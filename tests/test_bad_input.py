@@ -254,3 +254,16 @@ def test_the_ring_copies_must_fit_beside_the_jvm_heap():
 def test_a_heap_as_large_as_the_machine_is_refused():
     with pytest.raises(ConfigError, match="^SCRIBE_DRIVER_MEMORY: a JVM heap of 24.0 GiB leaves nothing"):
         capacity.check(ScribeParams(nodes=1000), limit=24 * GiB, heap="24g", master="local[2]")
+
+
+def test_parts_that_fit_alone_but_not_together_name_the_largest():
+    p = ScribeParams(nodes=1_000_000)
+    parts = capacity.needs(p)
+    largest, total = max(size for _, size, _ in parts), sum(size for _, size, _ in parts)
+    assert largest < total
+    with pytest.raises(ConfigError, match=r"^key 'nodes': this run needs at least .* in all, .*; its "
+                                          r"largest part is 1,000,000 nodes' ids and Pastry state "
+                                          r"\(.*\): lower 'nodes'$"):
+        capacity.check(p, limit=(largest + total) // 2, heap="1k", master="local[2]")
+    named, lower = capacity._keys(("rates", "duration_s", "x"))
+    assert (named, lower) == ("keys 'rates', 'duration_s' and 'x'", "'rates', 'duration_s' or 'x'")
