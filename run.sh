@@ -2,11 +2,11 @@
 # scribe-spark launcher.
 #   ./run.sh                       set up the environment if missing, run the quick tour
 #   ./run.sh test [PYTEST ARGS]    run the test suite
-#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL] [--resume]
+#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL] [--resume] [--pdf]
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh package               build the --py-files zip of the library (prints its path)
 #   ./run.sh list                  list the experiments
-#   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics] [--master URL]
+#   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics] [--master URL] [--pdf]
 #                                  every paper-scale setup, then the paper-vs-simulation report
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
