@@ -253,6 +253,13 @@ def _complete(p: Plan) -> bool:
     return p.final.is_dir() and _digest_of(p.final) == p.digest
 
 
+def _no_pdf(p: Plan) -> str:
+    """What a complete run's "nothing to do" adds when --pdf asks for PDFs its plots were not saved as."""
+    if not p.pdf or any(p.final.glob("*.pdf")):
+        return ""
+    return "; its plots were saved without --pdf: run it again without --resume to get PDFs"
+
+
 def _hint(p: Plan) -> str:
     rest, skip = [], False
     for a in p.argv:
@@ -288,7 +295,8 @@ def check(name: str, argv: list[str]) -> int:
     except SystemExit as e:   # argparse's --help: printed, and nothing to submit
         return EXIT_DONE_ALREADY if e.code in (0, None) else EXIT_BAD_INPUT
     if p.resume and _resumable(p) is None and _complete(p):
-        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do")
+        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do"
+              + _no_pdf(p))
         return EXIT_DONE_ALREADY
     return 0
 
@@ -337,7 +345,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     continued = _resumable(p) if p.resume else None
     if p.resume and continued is None and _complete(p):
-        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do")
+        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do"
+              + _no_pdf(p))
         return 0
     p.out_root.mkdir(parents=True, exist_ok=True)
     tmp = p.out_root / f".{name}.tmp-{os.getpid()}"
@@ -354,8 +363,6 @@ def main(name: str, argv: list[str] | None = None) -> int:
                                      f"# digest: {p.digest}\n" + code +
                                      f"# rerun: {rerun}\n" + loader.to_toml(p.params))
     run = Run(name, p.params, tmp)
-    from scribe_spark import report  # matplotlib: not for the pre-start check
-    report.also_pdf(p.pdf)
     _JOB.update(name=name, t0=run.t0)
     if p.resume and continued is None:
         run.log(f"--resume: no unfinished run of {name} in {p.out_root}; starting afresh")
@@ -363,8 +370,10 @@ def main(name: str, argv: list[str] | None = None) -> int:
         run.log(f"continuing the unfinished run from {continued.name} "
                 f"({len(list((tmp / POINTS).glob('*.pkl')))} points done)")
     run.log(f"writing to {tmp}; if this run stops, continue it with: {_hint(p)}")
+    from scribe_spark import report  # matplotlib: not for the pre-start check
     try:
-        p.job.load_runner()(p.params, run)
+        with report.vector_copies(p.pdf):
+            p.job.load_runner()(p.params, run)
     except BaseException as e:
         points = len(list((tmp / POINTS).glob("*.pkl")))
         if points:

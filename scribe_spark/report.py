@@ -5,8 +5,10 @@ import html
 import math
 import os
 import re
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import matplotlib
 
@@ -20,12 +22,18 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
 
 CDF_POINTS = 10_000     # steps drawn at most per distribution: more are not visible, and slow to draw
-_FORMATS = ["png"]      # what each figure is saved as; a job's --pdf adds a vector copy
+_vector = False          # inside `vector_copies(True)`: each figure is also saved as a PDF
 
 
-def also_pdf(on: bool) -> None:
-    """Save each figure from now on as a vector PDF too, beside its PNG (a job's --pdf), or not."""
-    _FORMATS[:] = ["png", "pdf"] if on else ["png"]
+@contextmanager
+def vector_copies(on: bool) -> Iterator[None]:
+    """Within the block, save each figure as a vector PDF too, beside its PNG (a job's --pdf)."""
+    global _vector
+    before, _vector = _vector, on
+    try:
+        yield
+    finally:
+        _vector = before
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
@@ -35,7 +43,7 @@ def write_csv(df: pd.DataFrame, path: Path) -> Path:
 
 
 def figure(path: Path, title: str, xlabel: str, ylabel: str):
-    """Return a (fig, ax) whose `save` writes the PNG to path; use as a context manager."""
+    """Return a context manager giving the axes; on leaving it, the figure is written to `path`."""
     return _Figure(path, title, xlabel, ylabel)
 
 
@@ -56,9 +64,11 @@ class _Figure:
             key = legend(self.ax)
             self.fig.tight_layout()
             # nothing clipped, and a legend beside the axes widens the image
-            for fmt in _FORMATS:
-                self.fig.savefig(self.path.with_suffix(f".{fmt}"), bbox_inches="tight",
-                                 bbox_extra_artists=[key] if key else None)
+            extra = [key] if key else None
+            self.fig.savefig(self.path, bbox_inches="tight", bbox_extra_artists=extra)
+            if _vector:   # no creation date, so that the same figure gives the same bytes
+                self.fig.savefig(self.path.with_suffix(".pdf"), bbox_inches="tight", bbox_extra_artists=extra,
+                                 metadata={"CreationDate": None})
         plt.close(self.fig)
 
 
@@ -70,7 +80,8 @@ def legend(ax) -> Legend | None:
 
     Lines that draw the same points lie on top of each other; they get one entry, their labels
     stacked and joined by "=", their styles drawn over each other as in the plot, and they count
-    one by one towards the legend's place. A legend the plot placed itself is kept as it is.
+    one by one towards the legend's place (bars and error bars are never merged). A legend the
+    plot placed itself is kept as it is.
     """
     if ax.get_legend() is not None:
         return None
@@ -90,13 +101,14 @@ def legend(ax) -> Legend | None:
     return outside
 
 
-def _points(handle) -> object:
-    """A line's draw style and points (lines that share them coincide); any other handle: its own key."""
+def _points(handle: object) -> object:
+    """A line's coordinates, draw style and points (lines that share them coincide); else its own key."""
     if not isinstance(handle, Line2D):
         return id(handle)
-    x = np.asarray(handle.get_xdata(), dtype=float)
-    y = np.asarray(handle.get_ydata(), dtype=float)
-    return handle.get_drawstyle(), x.tobytes(), y.tobytes()
+    try:   # get_xydata converts units (dates, categories) to floats
+        return id(handle.get_transform()), handle.get_drawstyle(), handle.get_xydata().tobytes()
+    except (TypeError, ValueError):
+        return id(handle)
 
 
 def _has_data(handle) -> bool:
@@ -252,6 +264,8 @@ def markdown_html(text: str, prefix: str = "") -> str:
     return "\n".join(out)
 
 
+LISTED = (".csv", ".toml", ".md", ".parquet", ".pdf")   # a run's files the index page links to
+
 _STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
           "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #bbb;"
           "padding:2px 6px;text-align:left}th{background:#eee}img{max-width:100%;margin:.3em 0}"
@@ -281,7 +295,7 @@ def write_index(root: Path, title: str) -> Path:
         text = (folder / md).read_text()
         shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text))
         plots = [p.name for p in sorted(folder.glob("*.png")) if p.name not in shown]
-        files = [p.name for p in sorted(folder.iterdir()) if p.suffix in (".csv", ".toml", ".md", ".parquet")]
+        files = [p.name for p in sorted(folder.iterdir()) if p.suffix in LISTED]
         body.append(f'<section id="{html.escape(name, quote=True)}">' + markdown_html(text, f"{name}/")
                     + "".join(_image(f"{name}/{p}", p) for p in plots)
                     + "<p>Files: " + ", ".join(_link(f"{name}/{f}", f) for f in files) + "</p></section>")

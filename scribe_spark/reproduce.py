@@ -304,7 +304,13 @@ def write_report(root: Path, published: pd.DataFrame, published_file: Path | Non
                  pdf: bool = False) -> Path:
     """Write DIR/reproduce/ (report.md, plots, compared values) atomically, then DIR/index.html."""
     from scribe_spark import report
-    report.also_pdf(pdf)
+    with report.vector_copies(pdf):
+        return _write_report(root, published, published_file)
+
+
+def _write_report(root: Path, published: pd.DataFrame, published_file: Path | None) -> Path:
+    """write_report's work, with figures saved in the formats it chose."""
+    from scribe_spark import report
     missing = [j for j in papers.JOBS if not (root / j / "params.toml").is_file()]
     if missing:
         raise cli.UsageError(f"{root}: no complete run of {', '.join(missing)}; run ./run.sh reproduce first")

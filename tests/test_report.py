@@ -44,9 +44,17 @@ def test_lines_that_coincide_share_one_legend_entry():
     ax.plot([0, 60], [0.9, 1.0], "-s", label="other")
     ax.plot([0, 60], [1.0, 1.0], "--", label="after")
     ax.step([0, 60], [1.0, 1.0], label="a step drawn differently")
-    legend(ax)
+    ax.plot([0, 1], [0.5, 0.5], label="from 0 to 1")
+    ax.axhline(0.5, label="across the axes")   # the same points, but its x is in axes units
+    outside = legend(ax)
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert texts == ["before\n= after", "other", "a step drawn differently"]
+    assert texts == ["before\n= after", "other", "a step drawn differently", "from 0 to 1", "across the axes"]
+    assert outside is not None
+    plt.close(fig)
+    fig, ax = plt.subplots()   # four series in three entries: each series counts, so beside the axes
+    for y, label in ((1, "a"), (1, "b"), (2, "c"), (3, "d")):
+        ax.plot([0, 1], [y, y], label=label)
+    assert legend(ax) is not None and len(ax.get_legend().get_texts()) == 3
     plt.close(fig)
 
 
@@ -68,18 +76,30 @@ def test_a_sweep_axis_is_ticked_at_its_points_only():
     plt.close(fig)
 
 
-def test_pdf_copies_are_written_beside_the_pngs_only_when_asked(tmp_path):
-    from scribe_spark import cli, report
-    try:
-        report.also_pdf(True)
-        with report.figure(tmp_path / "a.png", "t", "x", "y") as ax:
-            ax.plot([1, 2], [3, 4])
-        report.also_pdf(False)
-        with report.figure(tmp_path / "b.png", "t", "x", "y") as ax:
-            ax.plot([1, 2], [3, 4])
-    finally:
-        report.also_pdf(False)
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["a.pdf", "a.png", "b.png"]
-    assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF")
+def _one_plot(params, run) -> None:
+    """A stand-in experiment: one plot, no Spark."""
+    from scribe_spark import report
+    with report.figure(run.path("p.png"), "t", "x", "y") as ax:
+        ax.plot([1, 2], [3, 4], label="line")
+
+
+def test_pdf_copies_are_written_beside_the_pngs_only_when_asked(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    from scribe_spark import cli, registry, report
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_report:_one_plot")
+    monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     conf = ["--conf", str(cli.project_root() / "conf/tiny/pastry_hops.toml")]
-    assert cli.plan("pastry_hops", [*conf, "--pdf"]).pdf and not cli.plan("pastry_hops", conf).pdf
+    assert cli.main("pastry_hops", [*conf, "--out", str(tmp_path / "a"), "--pdf"]) == 0
+    assert cli.main("pastry_hops", [*conf, "--out", str(tmp_path / "b")]) == 0
+    assert {f.name for f in (tmp_path / "a" / "pastry_hops").glob("p.*")} == {"p.png", "p.pdf"}
+    assert {f.name for f in (tmp_path / "b" / "pastry_hops").glob("p.*")} == {"p.png"}
+    pdf = (tmp_path / "a" / "pastry_hops" / "p.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and b"CreationDate" not in pdf   # the same figure, the same bytes
+    with report.figure(tmp_path / "after.png", "t", "x", "y") as ax:   # --pdf ended with its job
+        ax.plot([1, 2], [3, 4])
+    assert not (tmp_path / "after.pdf").exists()
+    capsys.readouterr()
+    args = [*conf, "--out", str(tmp_path / "b"), "--resume", "--pdf"]
+    assert cli.main("pastry_hops", args) == 0   # complete, drawn without --pdf: it says how to get PDFs
+    assert "run it again without --resume to get PDFs" in capsys.readouterr().out
