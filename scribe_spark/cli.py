@@ -358,7 +358,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
     rerun = shlex.join(["./run.sh", name, "--conf", str(p.final / "params.toml")])
-    code = _code_lines(tmp / "params.toml" if continued is not None else None, code_version())
+    kept = continued is not None and any((tmp / POINTS).glob("*.pkl"))   # points from the earlier code
+    code = _code_lines(tmp / "params.toml" if kept else None, code_version())
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
                                      f"# digest: {p.digest}\n" + code +
                                      f"# rerun: {rerun}\n" + loader.to_toml(p.params))

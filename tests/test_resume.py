@@ -112,3 +112,23 @@ def test_a_resumed_run_names_the_code_of_its_earlier_points(tmp_path):
     assert cli._code_lines(earlier, "scribe-spark 0.1, git ccc").splitlines() == [
         "# code before a --resume: scribe-spark 0.1, git aaa",
         "# code before a --resume: scribe-spark 0.1, git bbb", "# code: scribe-spark 0.1, git ccc"]
+
+
+def test_the_earlier_code_is_named_only_when_the_unfinished_run_kept_points(tmp_path, monkeypatch):
+    import dataclasses
+
+    from scribe_spark import registry
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_resume:_one_table")
+    monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
+    conf = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml")]
+    digest = cli.plan("pastry_hops", conf).digest
+    for points in (1, 0):
+        out = tmp_path / f"points-{points}"
+        dead = out / ".pastry_hops.tmp-1"   # no owner file: its process is gone
+        (dead / cli.POINTS).mkdir(parents=True)
+        for i in range(points):
+            (dead / cli.POINTS / f"{i}.pkl").write_bytes(b"")
+        (dead / "params.toml").write_text(f"# digest: {digest}\n# code: scribe-spark 0.0, git old\n")
+        assert cli.main("pastry_hops", [*conf, "--out", str(out), "--resume"]) == 0
+        saved = (out / "pastry_hops" / "params.toml").read_text()
+        assert ("# code before a --resume: scribe-spark 0.0, git old\n" in saved) == (points > 0)
