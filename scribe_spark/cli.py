@@ -403,8 +403,10 @@ EARLIER_CODE = "# code before a --resume: "
 
 
 def _code_lines(earlier: Path | None, now: str) -> str:
-    """The params.toml lines naming the code: this run's, after that of the points an earlier,
-    interrupted run computed with other code (read from its params.toml, `earlier`)."""
+    """Return params.toml's lines naming the code: earlier code first (from `earlier`), then `now`.
+
+    `earlier` is the params.toml of the interrupted run whose points this run continues.
+    """
     lines = []
     if earlier is not None and earlier.is_file():
         for line in earlier.read_text(encoding="utf-8", errors="replace").splitlines():
