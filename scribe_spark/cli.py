@@ -253,11 +253,12 @@ def _complete(p: Plan) -> bool:
     return p.final.is_dir() and _digest_of(p.final) == p.digest
 
 
-def _no_pdf(p: Plan) -> str:
-    """What a complete run's "nothing to do" adds when --pdf asks for PDFs its plots were not saved as."""
-    if not p.pdf or any(p.final.glob("*.pdf")):
-        return ""
-    return "; its plots were saved without --pdf: run it again without --resume to get PDFs"
+def _nothing_to_do(name: str, p: Plan) -> str:
+    """What --resume says of a complete run, and how to get PDFs that --pdf asks for and it lacks."""
+    text = f"{name}: {p.final} already holds a complete run with these parameters; nothing to do"
+    if p.pdf and not any(p.final.glob("*.pdf")):
+        text += "; its plots were saved without --pdf: run it again without --resume to get PDFs"
+    return text
 
 
 def _hint(p: Plan) -> str:
@@ -295,8 +296,7 @@ def check(name: str, argv: list[str]) -> int:
     except SystemExit as e:   # argparse's --help: printed, and nothing to submit
         return EXIT_DONE_ALREADY if e.code in (0, None) else EXIT_BAD_INPUT
     if p.resume and _resumable(p) is None and _complete(p):
-        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do"
-              + _no_pdf(p))
+        print(_nothing_to_do(name, p))
         return EXIT_DONE_ALREADY
     return 0
 
@@ -345,8 +345,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     continued = _resumable(p) if p.resume else None
     if p.resume and continued is None and _complete(p):
-        print(f"{name}: {p.final} already holds a complete run with these parameters; nothing to do"
-              + _no_pdf(p))
+        print(_nothing_to_do(name, p))
         return 0
     p.out_root.mkdir(parents=True, exist_ok=True)
     tmp = p.out_root / f".{name}.tmp-{os.getpid()}"
@@ -358,7 +357,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
         tmp.mkdir()
     (tmp / OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid()) or '?'}\n")
     rerun = shlex.join(["./run.sh", name, "--conf", str(p.final / "params.toml")])
-    kept = continued is not None and any((tmp / POINTS).glob("*.pkl"))   # points from the earlier code
+    kept = len(list((tmp / POINTS).glob("*.pkl"))) if continued is not None else 0   # from the earlier code
     code = _code_lines(tmp / "params.toml" if kept else None, code_version())
     (tmp / "params.toml").write_text(f"# resolved parameters of {name} (conf: {p.conf})\n"
                                      f"# digest: {p.digest}\n" + code +
@@ -368,8 +367,7 @@ def main(name: str, argv: list[str] | None = None) -> int:
     if p.resume and continued is None:
         run.log(f"--resume: no unfinished run of {name} in {p.out_root}; starting afresh")
     if continued is not None:
-        run.log(f"continuing the unfinished run from {continued.name} "
-                f"({len(list((tmp / POINTS).glob('*.pkl')))} points done)")
+        run.log(f"continuing the unfinished run from {continued.name} ({kept} points done)")
     run.log(f"writing to {tmp}; if this run stops, continue it with: {_hint(p)}")
     from scribe_spark import report  # matplotlib: not for the pre-start check
     try:
