@@ -300,16 +300,8 @@ def figure_section(fig: papers.Figure, root: Path, out: Path, pub: pd.DataFrame)
     return "\n".join(text), cmp.assign(figure=fig.name)
 
 
-def write_report(root: Path, published: pd.DataFrame, published_file: Path | None = None,
-                 pdf: bool = False) -> Path:
+def write_report(root: Path, published: pd.DataFrame, published_file: Path | None = None) -> Path:
     """Write DIR/reproduce/ (report.md, plots, compared values) atomically, then DIR/index.html."""
-    from scribe_spark import report
-    with report.vector_copies(pdf):
-        return _write_report(root, published, published_file)
-
-
-def _write_report(root: Path, published: pd.DataFrame, published_file: Path | None) -> Path:
-    """write_report's work, with figures saved in the formats it chose."""
     from scribe_spark import report
     missing = [j for j in papers.JOBS if not (root / j / "params.toml").is_file()]
     if missing:
@@ -405,7 +397,9 @@ def main(argv: list[str]) -> int:
             print(f"reproduce: error: {job} stopped (exit {rc}); the jobs before it are kept in {s.out}; "
                   f"continue with: {shlex.join(again + ['--resume'])}", file=sys.stderr)
             return rc
-    final = write_report(s.out, s.published, s.published_file, s.pdf)
+    from scribe_spark import report  # matplotlib: only once the jobs are done
+    with report.vector_copies(s.pdf):
+        final = write_report(s.out, s.published, s.published_file)
     print(f"reproduce: report in {final / 'report.md'}; every run on one page: {s.out / 'index.html'}")
     return 0
 
