@@ -120,9 +120,9 @@ def run(p: PastryFailuresParams, run: Run) -> None:
            if p.table_repair == "lazy" else "eagerly: every dead entry, before the lookups")
     run.path("summary.md").write_text(
         f"# pastry_failures\n\n{p.nodes} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, {failed} nodes ({100 * p.fail_fraction:g}%) fail silently; {p.lookups:,} "
-        "lookups "
-        f"of random keys from random surviving nodes, the same in every phase; seed {p.seed}. Correct = "
+        f"|M|={p.neighborhood}, {failed} nodes ({100 * p.fail_fraction:g}%) fail silently; "
+        f"{p.lookups:,} lookups of random keys from random surviving nodes, the same in every phase; "
+        f"seed {p.seed}. Correct = "
         "delivered to the numerically closest live node (brute force). A node that forwards to a dead node "
         "times out (counted in timeouts_per_lookup, not in hops), forgets it and applies the routing rule "
         "again. Repair: leaf sets from the farthest live leaf on each short side (supersteps until no node "
