@@ -8,6 +8,7 @@ For each N it runs, in separate child processes (so peak memory is measured clea
              peak memory = summed RSS of the whole process tree (driver, JVM, Python workers)
   reference  the same numpy kernels called directly in one process on dense arrays,
              routing all lookups hop by hop without Spark; peak memory = ru_maxrss
+Both deliver a lookup in the step whose leaf-set hop reaches its node (the state is converged).
 and prints one table row per (N, implementation). Both use seed 1, the plane model,
 b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups. With `--routes K` each
 implementation routes the same lookups K times in its process; the row gives the first time and,
@@ -128,7 +129,8 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         moving = rule != kernels.DELIVERED
         at[active[moving]] = nxt[moving]
         hops[active[moving]] += 1
-        active = active[moving]
+        # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers
+        active = active[moving & (rule != kernels.LEAF)]
     return at, hops
 
 

@@ -232,6 +232,32 @@ def test_superstep_progress_is_reported(spark, overlay_1500, progress):
     assert progress[-1].startswith(f"route superstep {len(progress)}: 0 messages in flight")
 
 
+@pytest.mark.parametrize("b, leaf", [(4, 16), (2, 2)])
+def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_hop_routing(spark, progress,
+                                                                                         b, leaf):
+    import dataclasses
+    ring = small_ring(900, b, seed=6, leaf=leaf)
+    o = ov.build_overlay(spark, ring, "proximity", seed=2)
+    assert o.converged
+    msgs = ov.lookups(spark, ring, 1500, np.random.default_rng(5))
+
+    def routed(overlay):
+        progress.clear()
+        rows = ov.route(overlay, msgs).toPandas().sort_values("mid").reset_index(drop=True)
+        return rows, [int(line.split(": ")[1].split()[0]) for line in progress]
+    settled, settled_flight = routed(o)
+    hop_by_hop, hop_flight = routed(dataclasses.replace(o, converged=False))
+    o.unpersist()
+    assert settled.equals(hop_by_hop)
+    ints = node_ints(ring)
+    keys = zip(settled.key_hi.astype(np.uint64), settled.key_lo.astype(np.uint64))
+    assert list(settled.dest) == [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in keys]
+    # routes whose last hop a leaf set took end a superstep sooner; no route ends later
+    assert len(settled_flight) <= len(hop_flight)
+    assert sum(settled_flight) < sum(hop_flight)
+    assert all(s <= h for s, h in zip(settled_flight, hop_flight))
+
+
 def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay_1500, monkeypatch):
     import builtins
     real_import = builtins.__import__

@@ -65,12 +65,18 @@ STEP_ONLY = ("slot", "done", "prev", "met")   # what a delivered message no long
 
 @dataclass
 class Overlay:
-    """A converged Pastry overlay: the broadcast ring and the distributed node state."""
+    """A Pastry overlay: the broadcast ring and the distributed node state.
+
+    `converged`: every node's leaf set holds exactly its nearest live nodes on the ring (as
+    `build_overlay` makes it), so that routing may deliver a message in the superstep that a leaf
+    set forwards it (see `route`). Overlays from joins or failures leave it False.
+    """
 
     ring: Ring
     ring_bc: Broadcast
     state: DataFrame
     mode: str
+    converged: bool = False
 
     def routing_edges(self) -> DataFrame:
         """Return routing-table entries as edges (src, dst, row, col)."""
@@ -147,7 +153,7 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
              .repartition(partitions or resident_partitions(sc, ring.n), ID)
              .persist())
     bsp.rows(state)
-    return Overlay(ring, ring_bc, state, mode)
+    return Overlay(ring, ring_bc, state, mode, converged=True)
 
 
 def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
@@ -221,7 +227,8 @@ def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
     return messages.mapInArrow(_, schema)
 
 
-def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
+def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = False) -> Callable:
+    """The routing superstep's Python task; with `settle`, a leaf-set hop also delivers (see `route`)."""
     out_schema = arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -231,11 +238,12 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None) -> Callable:
             key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
             # the slot the next node reads; with dead nodes a node may forget entries, so none is read
             slot = kernels.table_slot(ring, key_hi, key_lo, nxt)[1] if dead is None else np.full(len(at), -1)
-            done = rule == kernels.DELIVERED
+            stays = rule == kernels.DELIVERED
+            done = stays | (rule == kernels.LEAF) if settle else stays
             src = col[SRC].to_numpy().astype(np.int64)
-            hops = col["hops"].to_numpy().astype(np.int32) + (~done).astype(np.int32)
-            dist = col["distance"].to_numpy() + np.where(done, 0.0, ring.prox.dist(at, nxt))
-            direct = np.where(done, ring.prox.dist(src, at), 0.0)
+            hops = col["hops"].to_numpy().astype(np.int32) + (~stays).astype(np.int32)
+            dist = col["distance"].to_numpy() + np.where(stays, 0.0, ring.prox.dist(at, nxt))
+            direct = np.where(done, ring.prox.dist(src, nxt), 0.0)
             order = np.argsort(met_i, kind="stable")
             met_offs = np.searchsorted(met_i[order], np.arange(len(at) + 1)).astype(np.int32)
             met = pa.ListArray.from_arrays(pa.array(met_offs), pa.array(met_node[order].astype(np.int64)))
@@ -276,6 +284,11 @@ def route(overlay: Overlay, messages: DataFrame,
           repair: Callable[[DataFrame, DataFrame], DataFrame] | None = None) -> DataFrame:
     """Route all messages to their keys, one hop per superstep; return the delivered messages.
 
+    In a `converged` overlay with no `dead` nodes, a message that a leaf set forwards is delivered
+    in that same superstep, at the node it goes to: that node is the key's numerically closest (a
+    converged leaf set holds every node between its ends) and would deliver it with no further hop.
+    The delivered rows are the same; a route whose last hop a leaf set takes ends a superstep sooner.
+
     `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
     columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
     direct hop src -> dest), rare (hops that used the rare-case rule) and timeouts.
@@ -289,7 +302,7 @@ def route(overlay: Overlay, messages: DataFrame,
     """
     limit = max_supersteps or overlay.ring.route_bound
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
-    task = _step_task(overlay.ring_bc, dead_bc)
+    task = _step_task(overlay.ring_bc, dead_bc, settle=overlay.converged and dead is None)
     state = overlay.state
     shipped = entry_read()
 
