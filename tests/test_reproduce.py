@@ -65,6 +65,31 @@ def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, caps
     assert reproduce.plan(base + ["--pdf"]).pdf and not reproduce.plan(base).pdf
 
 
+@pytest.mark.parametrize("pdf", [True, False])
+def test_reproduce_hands_pdf_to_every_job_and_draws_its_report_with_it(tmp_path, monkeypatch, capsys, pdf):
+    """--pdf reaches each job's command and the report's plots, and is off again afterwards."""
+    cmds, during = [], []
+
+    class Done:
+        returncode = 0
+
+    def run(cmd):
+        cmds.append(cmd)
+        return Done()
+
+    def fake_report(root, published, published_file=None):
+        during.append(report._vector)
+        return root
+    monkeypatch.setattr(reproduce.subprocess, "run", run)
+    monkeypatch.setattr(reproduce, "write_report", fake_report)
+    flag = ["--pdf"] if pdf else []
+    assert reproduce.main(["--confs", str(TINY), "--out", str(tmp_path / "out"), *flag]) == 0
+    capsys.readouterr()
+    assert [c[1] for c in cmds] == list(papers.JOBS)
+    assert all(("--pdf" in c) == pdf for c in cmds)
+    assert during == [pdf] and report._vector is False
+
+
 def test_every_metric_of_every_figure_can_be_published(tmp_path):
     """Each metric of every figure, with a variant and an x the tiny runs measure, reads back."""
     params = {job: reproduce.as_dict(cli.plan(job, ["--conf", str(reproduce.conf_for(job, TINY))]).params)
