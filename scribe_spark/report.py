@@ -80,8 +80,9 @@ def legend(ax) -> Legend | None:
 
     Lines that draw the same points lie on top of each other; they get one entry, their labels
     stacked and joined by "=", their styles drawn over each other as in the plot, and they count
-    one by one towards the legend's place (bars and error bars are never merged). A legend the
-    plot placed itself is kept as it is.
+    one by one towards the legend's place (bars and error bars are never merged). Their strokes
+    take turns along the curve (`_interleave`), so that each colour shows. A legend the plot
+    placed itself is kept as it is.
     """
     if ax.get_legend() is not None:
         return None
@@ -89,6 +90,8 @@ def legend(ax) -> Legend | None:
     for h, label in zip(*ax.get_legend_handles_labels()):
         if _has_data(h):
             groups.setdefault(_points(h), []).append((h, label))
+    for g in groups.values():
+        _interleave([h for h, _ in g])
     handles = [g[0][0] if len(g) == 1 else tuple(h for h, _ in g) for g in groups.values()]
     labels = ["\n= ".join(label for _, label in g) for g in groups.values()]
     if not handles:
@@ -99,6 +102,14 @@ def legend(ax) -> Legend | None:
     outside = ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     outside.set_in_layout(False)   # the axes keep their width; the saved image widens to hold it
     return outside
+
+
+def _interleave(lines: list, dash: float = 4.0) -> None:
+    """Dash coinciding lines so that their strokes take turns, `dash` points each (markers kept)."""
+    drawn = [h for h in lines if isinstance(h, Line2D) and h.get_linestyle() not in ("None", "", " ")]
+    n = len(drawn)
+    for i, line in enumerate(drawn if n > 1 else []):
+        line.set_linestyle((((n - i) % n) * dash, (dash, (n - 1) * dash)))
 
 
 def _points(handle: object) -> object:

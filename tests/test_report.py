@@ -1,4 +1,5 @@
 """Summary tables: a table's float format never hides a value it cannot show."""
+import numpy as np
 import pandas as pd
 
 from scribe_spark.report import markdown_table
@@ -50,6 +51,18 @@ def test_lines_that_coincide_share_one_legend_entry():
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert texts == ["before\n= after", "other", "a step drawn differently", "from 0 to 1", "across the axes"]
     assert outside is not None
+    plt.close(fig)
+    fig, ax = plt.subplots()   # three lines drawn on one another: each colour still shows
+    colours = [(1.0, 0.0, 0.0), (0.0, 0.6, 0.0), (0.0, 0.0, 1.0)]
+    for c, label in zip(colours, "abc"):
+        ax.plot([0, 1], [0.5, 0.5], color=c, linewidth=4, label=label)
+    ax.set_axis_off()
+    legend(ax)
+    ax.get_legend().remove()
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].reshape(-1, 3).astype(int)
+    for c in colours:
+        assert (np.abs(pixels - np.array(c) * 255).max(1) < 8).sum() > 100, c
     plt.close(fig)
     fig, ax = plt.subplots()   # four series in three entries: each series counts, so beside the axes
     for y, label in ((1, "a"), (1, "b"), (2, "c"), (3, "d")):
