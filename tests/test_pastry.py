@@ -232,14 +232,26 @@ def test_superstep_progress_is_reported(spark, overlay_1500, progress):
     assert progress[-1].startswith(f"route superstep {len(progress)}: 0 messages in flight")
 
 
-@pytest.mark.parametrize("b, leaf", [(4, 16), (2, 2)])
+@pytest.mark.parametrize("n, b, leaf", [(900, 4, 16), (900, 2, 2), (17, 4, 16), (17, 1, 16), (9, 8, 8)])
 def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_hop_routing(spark, progress,
-                                                                                         b, leaf):
+                                                                                         n, b, leaf):
     import dataclasses
-    ring = small_ring(900, b, seed=6, leaf=leaf)
+    ring = small_ring(n, b, seed=6, leaf=leaf)
     o = ov.build_overlay(spark, ring, "proximity", seed=2)
     assert o.converged
-    msgs = ov.lookups(spark, ring, 1500, np.random.default_rng(5))
+    # keys at nodes, at random, and half way between two nodes in ring order (a tie on distance)
+    rng = np.random.default_rng(5)
+    khi, klo = ids.random_ids(1500, rng)
+    at_node = rng.integers(0, n, 500)
+    khi[:500], klo[:500] = ring.hi[at_node], ring.lo[at_node]
+    a, c = ring.order[np.arange(500) % n], ring.order[(np.arange(500) + 1) % n]
+    gap_hi, gap_lo = ids.sub(ring.hi[c], ring.lo[c], ring.hi[a], ring.lo[a])
+    half_hi = gap_hi >> np.uint64(1)
+    half_lo = (gap_lo >> np.uint64(1)) | (gap_hi << np.uint64(63))
+    mid_lo = ring.lo[a] + half_lo
+    khi[500:1000] = ring.hi[a] + half_hi + (mid_lo < ring.lo[a]).astype(np.uint64)
+    klo[500:1000] = mid_lo
+    msgs = ov.messages_frame(spark, rng.integers(0, n, 1500), khi, klo)
 
     def routed(overlay):
         progress.clear()

@@ -93,11 +93,12 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     """Return each node's leaf set: L/2 smaller then L/2 larger ids, nearest first, wrapping.
 
-    When the ring has at most L other nodes the leaf set is all of them (ring order).
+    When the ring has fewer than L other nodes the leaf set is all of them (ring order), and the
+    routing rule sees it short; with exactly L others it is all of them in this layout, and full.
     """
     n, half = ring.n, ring.leaf_set // 2
     p = ring.pos[nodes]
-    if n - 1 <= ring.leaf_set:
+    if n - 1 < ring.leaf_set:
         offs = np.arange(1, n)
         return list(ring.order[(p[:, None] + offs[None, :]) % n])
     offs = np.concatenate([-np.arange(1, half + 1), np.arange(1, half + 1)])
