@@ -8,12 +8,12 @@ For each N it runs, in separate child processes (so peak memory is measured clea
              peak memory = summed RSS of the whole process tree (driver, JVM, Python workers)
   reference  the same numpy kernels called directly in one process on dense arrays,
              routing all lookups hop by hop without Spark; peak memory = ru_maxrss
-Both deliver a lookup in the step whose leaf-set hop reaches its node (the state is converged).
 and prints one table row per (N, implementation). Both use seed 1, the plane model,
 b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups. With `--routes K` each
 implementation routes the same lookups K times in its process; the row gives the first time and,
 after a slash, the least of the others (a warm Spark session: its plans, Python workers and
-broadcast ring already made). Earlier routes' delivered frames are not released, so with K > 1
+broadcast ring already made). Both deliver a lookup in the step whose leaf-set hop reaches its node,
+as `overlay.route` does on a converged state. Earlier routes' delivered frames are not released, so with K > 1
 the peak memory includes them.
 """
 from __future__ import annotations

@@ -104,11 +104,17 @@ def legend(ax) -> Legend | None:
     return outside
 
 
-def _interleave(lines: list, dash: float = 4.0) -> None:
-    """Dash coinciding lines so that their strokes take turns, `dash` points each (markers kept)."""
+def _interleave(lines: list, period: float = 12.0) -> None:
+    """Dash coinciding lines so that their strokes take turns, one `period` (points) for all (markers kept).
+
+    Matplotlib scales a dash pattern by the line's width, so each line's pattern is divided by it;
+    a period of 12 points shows every colour in a legend handle (about 17 points) for up to 4 lines.
+    """
     drawn = [h for h in lines if isinstance(h, Line2D) and h.get_linestyle() not in ("None", "", " ")]
     n = len(drawn)
     for i, line in enumerate(drawn if n > 1 else []):
+        scale = max(line.get_linewidth(), 0.1) if matplotlib.rcParams["lines.scale_dashes"] else 1.0
+        dash = period / n / scale
         line.set_linestyle((((n - i) % n) * dash, (dash, (n - 1) * dash)))
 
 
