@@ -12,9 +12,9 @@ and prints one table row per (N, implementation). Both use seed 1, the plane mod
 b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups. With `--routes K` each
 implementation routes the same lookups K times in its process; the row gives the first time and,
 after a slash, the least of the others (a warm Spark session: its plans, Python workers and
-broadcast ring already made). Both deliver a lookup in the step whose leaf-set hop reaches its node,
-as `overlay.route` does on a converged state. Earlier routes' delivered frames are not released, so with K > 1
-the peak memory includes them.
+broadcast ring already made). Both deliver a lookup in the step whose leaf-set hop reaches its
+node, as `overlay.route` does on a converged state. Earlier routes' delivered frames are not
+released, so with K > 1 the peak memory includes them.
 """
 from __future__ import annotations
 
