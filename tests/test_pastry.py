@@ -164,6 +164,41 @@ def test_small_ring_leaf_set_holds_everyone(spark):
     assert all(len(st[x].nbr) == 4 for x in range(5))
 
 
+@pytest.mark.parametrize("n, leaf", [(2000, 16), (17, 16), (9, 8), (300, 2)])
+def test_leaf_rule_takes_a_key_in_its_range_to_the_closest_of_the_node_and_its_leaf_set(n, leaf):
+    ring = small_ring(n, 4, seed=3, leaf=leaf)
+    rng = np.random.default_rng(8)
+    count, half = 3000, leaf // 2
+    at = rng.integers(0, n, count)
+    rows = kernels.leaf_window(ring, at)
+    # a third of the rows as failure repair pads them: a side cut short repeats its farthest member
+    kept = rng.integers(1, half + 1, count)
+    for side in (0, half):
+        col = np.arange(half)[None, :]
+        block = rows[:, side:side + half]
+        rows[:, side:side + half] = np.where((col < kept[:, None]) | (np.arange(count) % 3 != 0)[:, None],
+                                             block, block[np.arange(count), kept - 1][:, None])
+    # keys at and around the window (in and out of range), half way between ring neighbours (ties), random
+    ints = node_ints(ring)
+    p = ring.pos[at] + rng.integers(-half - 2, half + 3, count)
+    a, c = ring.order[p % n], ring.order[(p + 1) % n]
+    keys = [ints[x] for x in a[:1000]]
+    keys += [(ints[x] + ((ints[y] - ints[x]) % M) // 2) % M for x, y in zip(a[1000:2000], c[1000:2000])]
+    keys += [(int(h) << 64) | int(lo) for h, lo in zip(*ids.random_ids(1000, rng))]
+    khi = np.array([k >> 64 for k in keys], dtype=np.uint64)
+    klo = np.array([k & ((1 << 64) - 1) for k in keys], dtype=np.uint64)
+    in_range, best = kernels.leaf_rule(ring, khi, klo, at, rows)
+
+    def dist(x, k):
+        return min((ints[x] - k) % M, (k - ints[x]) % M), ints[x]
+    for i, k in enumerate(keys):
+        lm, rm = ints[rows[i, half - 1]], ints[rows[i, leaf - 1]]
+        assert in_range[i] == ((k - lm) % M <= (rm - lm) % M)
+        expect = min({int(at[i]), *rows[i].tolist()}, key=lambda x: dist(x, k)) if in_range[i] else at[i]
+        assert best[i] == expect
+    assert 0.2 < in_range.mean() < 0.9
+
+
 def test_same_seed_gives_identical_state_and_routes(spark):
     def once():
         ring = small_ring(800, seed=5)

@@ -84,7 +84,7 @@ def leaf_set_layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.nd
     """
     half = ring.leaf_set // 2
     cand = np.unique(cand[cand != me])
-    if n_live - 1 < ring.leaf_set:      # the whole (small) ring, short of a full leaf set: no sides
+    if kernels.whole_ring(ring, n_live):      # the whole (small) ring, short of a full leaf set: no sides
         return cand
     smaller, larger = _sides(ring, me, cand)
     smaller, larger = smaller[:half], larger[:half]
@@ -151,7 +151,7 @@ def _leaf_requests(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
         for _col, me, leaves in _leaf_batches(batches):
             out_me, out_c = [], []
             for m, leaf in zip(me, leaves):
-                if n_live - 1 < ring.leaf_set or len(leaf) < ring.leaf_set:
+                if kernels.whole_ring(ring, n_live) or len(leaf) < ring.leaf_set:
                     continue
                 # the layout: L/2 smaller then L/2 larger, nearest first (padding repeats the farthest)
                 sides = [[x for x in dict.fromkeys(part.tolist()) if not dead[x] and x != m]

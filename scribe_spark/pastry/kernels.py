@@ -90,19 +90,33 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- node state
 
+def whole_ring(ring: Ring, nodes: int) -> bool:
+    """Whether a ring of `nodes` (live) nodes is small: each leaf set holds all the others, with no sides.
+
+    True when the others are fewer than L; with exactly L others the leaf set is full, in the L/2 +
+    L/2 layout, as on any larger ring.
+    """
+    return nodes - 1 < ring.leaf_set
+
+
 def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     """Return each node's leaf set: L/2 smaller then L/2 larger ids, nearest first, wrapping.
 
     When the ring has fewer than L other nodes the leaf set is all of them (ring order), and the
     routing rule sees it short; with exactly L others it is all of them in this layout, and full.
     """
-    n, half = ring.n, ring.leaf_set // 2
-    p = ring.pos[nodes]
-    if n - 1 < ring.leaf_set:
+    n = ring.n
+    if whole_ring(ring, n):
         offs = np.arange(1, n)
-        return list(ring.order[(p[:, None] + offs[None, :]) % n])
+        return list(ring.order[(ring.pos[nodes][:, None] + offs[None, :]) % n])
+    return list(leaf_window(ring, nodes))
+
+
+def leaf_window(ring: Ring, nodes: np.ndarray) -> np.ndarray:
+    """Return the nodes' leaf sets, one row each, as `leaf_sets` lays them out on a ring of over L nodes."""
+    half = ring.leaf_set // 2
     offs = np.concatenate([-np.arange(1, half + 1), np.arange(1, half + 1)])
-    return list(ring.order[(p[:, None] + offs[None, :]) % n])
+    return ring.order[(ring.pos[np.asarray(nodes, dtype=np.int64)][:, None] + offs[None, :]) % ring.n]
 
 
 def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
@@ -322,6 +336,30 @@ def table_slot(ring: Ring, key_hi, key_lo, at) -> tuple[np.ndarray, np.ndarray]:
     return row, row * (1 << ring.b) + ids.digit(key_hi, key_lo, row, ring.b)
 
 
+def leaf_rule(ring: Ring, key_hi, key_lo, at: np.ndarray, leaf: np.ndarray,
+              full: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Return where node `at`'s leaf set (rows of `leaf`, padded with `at`) takes each key: (in range, node).
+
+    The key is in range when it lies within the leaf set's leftmost and rightmost members (a leaf set
+    short of L, not `full`, holds the whole ring: always). There the node is the member or `at`
+    numerically closest to the key (`at` itself: the message is delivered there); elsewhere it is `at`.
+    """
+    L, half = ring.leaf_set, ring.leaf_set // 2
+    lm, rm = leaf[:, half - 1], leaf[:, L - 1]
+    to_key = ids.sub(key_hi, key_lo, ring.hi[lm], ring.lo[lm])
+    span = ids.sub(ring.hi[rm], ring.lo[rm], ring.hi[lm], ring.lo[lm])
+    in_range = ~np.asarray(full) | ids.less_equal(*to_key, *span)
+    best = at.copy()
+    rows = np.flatnonzero(in_range)   # the closest member is searched for only where the rule uses it
+    near, khi, klo = at[rows], key_hi[rows], key_lo[rows]
+    for j in range(leaf.shape[1]):
+        cand = leaf[rows, j]
+        better = ids.closer(ring.hi[cand], ring.lo[cand], ring.hi[near], ring.lo[near], khi, klo)
+        near = np.where(better, cand, near)
+    best[rows] = near
+    return in_range, best
+
+
 def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt_offs, nbr_vals, nbr_offs,
                entry: np.ndarray | None = None):
     """Apply Pastry's routing rule once at node `at` for each message with key (key_hi, key_lo).
@@ -334,19 +372,8 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     L = ring.leaf_set
     at = np.asarray(at, dtype=np.int64)
     leaf = _ragged(leaf_vals, leaf_offs, max(L, 1), at)
-    leaf_len = np.diff(leaf_offs)
-    full = leaf_len >= L
-    half = L // 2
     # 1. leaf-set rule: key within [leftmost, rightmost] of the leaf set
-    lm, rm = leaf[:, half - 1], leaf[:, L - 1]
-    to_key = ids.sub(key_hi, key_lo, ring.hi[lm], ring.lo[lm])
-    span = ids.sub(ring.hi[rm], ring.lo[rm], ring.hi[lm], ring.lo[lm])
-    in_range = ~full | ids.less_equal(*to_key, *span)
-    best = at.copy()
-    for j in range(leaf.shape[1]):
-        cand = leaf[:, j]
-        better = ids.closer(ring.hi[cand], ring.lo[cand], ring.hi[best], ring.lo[best], key_hi, key_lo)
-        best = np.where(better, cand, best)
+    in_range, best = leaf_rule(ring, key_hi, key_lo, at, leaf, np.diff(leaf_offs) >= L)
     nxt = np.where(in_range, best, -1)
     rule = np.where(in_range, np.where(best == at, DELIVERED, LEAF), -1)
     # 2. routing-table rule: entry (l, digit l of key)
