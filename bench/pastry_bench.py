@@ -13,7 +13,8 @@ b=4, |L|=16, |M|=32, proximity neighbor selection, and the same lookups. With `-
 implementation routes the same lookups K times in its process; the row gives the first time and,
 after a slash, the least of the others (a warm Spark session: its plans, Python workers and
 broadcast ring already made). Both deliver a lookup in the step whose leaf-set hop reaches its
-node, as `overlay.route` does on a converged state. Earlier routes' delivered frames are not
+node, and a table hop's node takes its leaf-set hop in the same step when the key is in its leaf
+set's range, as `overlay.route` does on a converged state. Earlier routes' delivered frames are not
 released, so with K > 1 the peak memory includes them.
 """
 from __future__ import annotations
@@ -129,8 +130,13 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         moving = rule != kernels.DELIVERED
         at[active[moving]] = nxt[moving]
         hops[active[moving]] += 1
-        # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers
-        active = active[moving & (rule != kernels.LEAF)]
+        # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers,
+        # and a table hop's node takes its leaf-set step in the same step when the key is in range
+        go = active[moving & (rule != kernels.LEAF)]
+        taken, final = kernels.leaf_rule(ring, khi[go], klo[go], at[go], leaf[at[go]])
+        hops[go[taken]] += final[taken] != at[go[taken]]
+        at[go[taken]] = final[taken]
+        active = go[~taken]
     return at, hops
 
 

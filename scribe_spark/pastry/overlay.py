@@ -233,6 +233,7 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = Fal
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
+        ahead = settle and not kernels.whole_ring(ring, ring.n)
         for col in batch_columns(batches):
             at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
             key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
@@ -243,6 +244,16 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = Fal
             src = col[SRC].to_numpy().astype(np.int64)
             hops = col["hops"].to_numpy().astype(np.int32) + (~stays).astype(np.int32)
             dist = col["distance"].to_numpy() + np.where(stays, 0.0, ring.prox.dist(at, nxt))
+            if ahead:
+                # a table hop's node takes its leaf-set step here too when the key is in its leaf set's range
+                go = np.flatnonzero(~done)
+                to = nxt[go]
+                taken, final = kernels.leaf_rule(ring, key_hi[go], key_lo[go], to,
+                                                 kernels.leaf_window(ring, to))
+                go, to, final = go[taken], to[taken], final[taken]
+                hops[go] += (final != to).astype(np.int32)
+                dist[go] += ring.prox.dist(to, final)
+                nxt[go], done[go] = final, True
             direct = np.where(done, ring.prox.dist(src, nxt), 0.0)
             order = np.argsort(met_i, kind="stable")
             met_offs = np.searchsorted(met_i[order], np.arange(len(at) + 1)).astype(np.int32)
