@@ -228,7 +228,7 @@ def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
 
 
 def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = False) -> Callable:
-    """The routing superstep's Python task; with `settle`, a leaf-set hop also delivers (see `route`)."""
+    """The routing superstep's Python task; with `settle`, leaf-set hops are taken at once (see `route`)."""
     out_schema = arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -298,7 +298,9 @@ def route(overlay: Overlay, messages: DataFrame,
     In a `converged` overlay with no `dead` nodes, a message that a leaf set forwards is delivered
     in that same superstep, at the node it goes to: that node is the key's numerically closest (a
     converged leaf set holds every node between its ends) and would deliver it with no further hop.
-    The delivered rows are the same; a route whose last hop a leaf set takes ends a superstep sooner.
+    A message that a routing-table or rare-case hop brings to a node whose leaf set holds the key in
+    range takes that leaf-set step in the same superstep too (the leaf set is a window of the
+    broadcast ring). The delivered rows are the same; routes end up to two supersteps sooner.
 
     `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
     columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
