@@ -242,7 +242,7 @@ def test_a_route_reads_each_entry_in_the_join_and_ships_the_tables_only_where_it
     routed = ov.route(o, msgs).toPandas().sort_values("mid").reset_index(drop=True)
     # the same routes with the whole tables shipped to every message
     whole_read = [F.col(c) for c in msgs.columns + ["slot", "leaf", "rt", "nbr"]]
-    monkeypatch.setattr(ov, "entry_read", lambda: whole_read)
+    monkeypatch.setattr(ov, "entry_read", lambda leaf=True: whole_read)
     monkeypatch.setattr(ov, "with_slots", lambda m, _: m.withColumn("slot", F.lit(-1)))
     whole = ov.route(o, msgs).toPandas().sort_values("mid").reset_index(drop=True)
     o.unpersist()

@@ -186,7 +186,11 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
     with an `entry` column (`entry_read`) has rt and nbr only where that entry is empty.
     """
     at = col[AT].to_numpy().astype(np.int64)
-    args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *values_offsets(col["leaf"]),
+    if "leaf" in col:
+        leaf = values_offsets(col["leaf"])
+    else:   # a converged overlay's leaf sets: windows of the ring
+        leaf = kernels.leaf_window(ring, at).ravel(), np.arange(len(at) + 1) * ring.leaf_set
+    args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *leaf,
             *values_offsets(col["rt"]), *values_offsets(col["nbr"]))
     if dead is not None:
         return (at, *kernels.route_step_timeouts(*args, dead))
@@ -196,7 +200,7 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
     return at, nxt, rule, np.zeros(len(at), np.int32), none, none
 
 
-def entry_read() -> list[Column]:
+def entry_read(leaf: bool = True) -> list[Column]:
     """Return the columns a routing superstep ships to Python from messages joined with node state.
 
     Each message's routing-table entry at its `slot` is read in the join (column `entry`, -1: empty or
@@ -208,7 +212,7 @@ def entry_read() -> list[Column]:
     entry = F.coalesce(read, F.lit(-1))
     none = F.array().cast(NODES)
     unread = [F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr")]
-    return [F.col(f.name) for f in MESSAGE_SCHEMA.fields] + [F.col(SLOT.name), F.col("leaf"),
+    return [F.col(f.name) for f in MESSAGE_SCHEMA.fields] + [F.col(SLOT.name), *[F.col("leaf")] * leaf,
                                                              entry.alias("entry"), *unread]
 
 
@@ -300,7 +304,8 @@ def route(overlay: Overlay, messages: DataFrame,
     converged leaf set holds every node between its ends) and would deliver it with no further hop.
     A message that a routing-table or rare-case hop brings to a node whose leaf set holds the key in
     range takes that leaf-set step in the same superstep too (the leaf set is a window of the
-    broadcast ring). The delivered rows are the same; routes end up to two supersteps sooner.
+    broadcast ring, so the leaf sets are not shipped with the messages at all). The delivered rows
+    are the same; routes end up to two supersteps sooner.
 
     `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
     columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
@@ -317,7 +322,8 @@ def route(overlay: Overlay, messages: DataFrame,
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
     task = _step_task(overlay.ring_bc, dead_bc, settle=overlay.converged and dead is None)
     state = overlay.state
-    shipped = entry_read()
+    shipped = entry_read(leaf=not (overlay.converged and dead is None
+                                   and not kernels.whole_ring(overlay.ring, overlay.ring.n)))
 
     def hop(inflight: DataFrame, n: int) -> DataFrame:
         """Every message takes one hop from the node it is at (`done`: it is at its key's node)."""
