@@ -132,11 +132,12 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         hops[active[moving]] += 1
         # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers,
         # and a table hop's node takes its leaf-set step in the same step when the key is in range
-        go = active[moving & (rule != kernels.LEAF)]
-        taken, final = kernels.leaf_rule(ring, khi[go], klo[go], at[go], leaf[at[go]])
-        hops[go[taken]] += final[taken] != at[go[taken]]
-        at[go[taken]] = final[taken]
-        active = go[~taken]
+        active = active[moving & (rule != kernels.LEAF)]
+        if not kernels.whole_ring(ring, ring.n):   # (on a smaller ring every first hop is a leaf-set hop)
+            taken, final = kernels.leaf_rule(ring, khi[active], klo[active], at[active], leaf[at[active]])
+            hops[active[taken]] += final[taken] != at[active[taken]]
+            at[active[taken]] = final[taken]
+            active = active[~taken]
     return at, hops
 
 

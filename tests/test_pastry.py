@@ -268,8 +268,8 @@ def test_superstep_progress_is_reported(spark, overlay_1500, progress):
 
 
 @pytest.mark.parametrize("n, b, leaf", [(900, 4, 16), (900, 2, 2), (17, 4, 16), (17, 1, 16), (9, 8, 8)])
-def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_hop_routing(spark, progress,
-                                                                                         n, b, leaf):
+def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_hop_routing(
+        spark, progress, monkeypatch, n, b, leaf):
     import dataclasses
     ring = small_ring(n, b, seed=6, leaf=leaf)
     o = ov.build_overlay(spark, ring, "proximity", seed=2)
@@ -288,21 +288,32 @@ def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_
     klo[500:1000] = mid_lo
     msgs = ov.messages_frame(spark, rng.integers(0, n, 1500), khi, klo)
 
-    def routed(overlay):
+    shipped, step_task, read = [], ov._step_task, ov.entry_read
+    monkeypatch.setattr(ov, "entry_read", lambda leaf=True: shipped.append(leaf) or read(leaf))
+
+    def routed(overlay, ahead=True):
         progress.clear()
+        monkeypatch.setattr(ov, "_step_task", lambda r, d, settle, a: step_task(r, d, settle, a and ahead))
         rows = ov.route(overlay, msgs).toPandas().sort_values("mid").reset_index(drop=True)
         return rows, [int(line.split(": ")[1].split()[0]) for line in progress]
     settled, settled_flight = routed(o)
+    on_leaf_hop, leaf_flight = routed(o, ahead=False)   # a table hop's node waits for the next superstep
     hop_by_hop, hop_flight = routed(dataclasses.replace(o, converged=False))
     o.unpersist()
-    assert settled.equals(hop_by_hop)
+    assert settled.equals(hop_by_hop) and on_leaf_hop.equals(hop_by_hop)
     ints = node_ints(ring)
     keys = zip(settled.key_hi.astype(np.uint64), settled.key_lo.astype(np.uint64))
     assert list(settled.dest) == [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in keys]
-    # routes whose last hop a leaf set took end a superstep sooner; no route ends later
-    assert len(settled_flight) <= len(hop_flight)
-    assert sum(settled_flight) < sum(hop_flight)
-    assert all(s <= h for s, h in zip(settled_flight, hop_flight))
+    # routes whose last hop a leaf set took end a superstep sooner, and one more if a table hop led
+    # there; no route ends later
+    for fewer, more in ((settled_flight, leaf_flight), (leaf_flight, hop_flight)):
+        assert len(fewer) <= len(more)
+        assert all(s <= h for s, h in zip(fewer, more))
+    assert sum(leaf_flight) < sum(hop_flight)
+    if n > 2 * leaf:   # (on a smaller ring every first hop is a leaf-set hop)
+        assert sum(settled_flight) < sum(leaf_flight)
+    # the leaf sets stay behind where the tasks read them from the ring
+    assert shipped == [kernels.whole_ring(ring, n)] * 2 + [True]
 
 
 def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay_1500, monkeypatch):

@@ -90,13 +90,13 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- node state
 
-def whole_ring(ring: Ring, nodes: int) -> bool:
-    """Whether a ring of `nodes` (live) nodes is small: each leaf set holds all the others, with no sides.
+def whole_ring(ring: Ring, count: int) -> bool:
+    """Whether a ring of `count` (live) nodes is small: each leaf set holds all the others, with no sides.
 
     True when the others are fewer than L; with exactly L others the leaf set is full, in the L/2 +
     L/2 layout, as on any larger ring.
     """
-    return nodes - 1 < ring.leaf_set
+    return count - 1 < ring.leaf_set
 
 
 def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:

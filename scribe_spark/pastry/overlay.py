@@ -68,8 +68,9 @@ class Overlay:
     """A Pastry overlay: the broadcast ring and the distributed node state.
 
     `converged`: every node's leaf set holds exactly its nearest live nodes on the ring (as
-    `build_overlay` makes it), so that routing may deliver a message in the superstep that a leaf
-    set forwards it (see `route`). Overlays from joins or failures leave it False.
+    `build_overlay` makes it), so that routing may take leaf-set hops at once and read the leaf
+    sets from the ring (`kernels.leaf_window`), not from the state (see `route`). Overlays from
+    joins or failures leave it False.
     """
 
     ring: Ring
@@ -183,12 +184,13 @@ def _route_batch(ring: Ring, col: dict, dead: np.ndarray | None = None) -> tuple
 
     Returns (at, next, rule, timeouts, met_index, met_node); with `dead`, nodes try dead
     entries unknowingly and time out (kernels.route_step_timeouts), else no timeouts. A batch
-    with an `entry` column (`entry_read`) has rt and nbr only where that entry is empty.
+    with an `entry` column (`entry_read`) has rt and nbr only where that entry is empty; a batch
+    with no `leaf` column is at nodes whose leaf sets are windows of the ring (a converged overlay).
     """
     at = col[AT].to_numpy().astype(np.int64)
     if "leaf" in col:
         leaf = values_offsets(col["leaf"])
-    else:   # a converged overlay's leaf sets: windows of the ring
+    else:
         leaf = kernels.leaf_window(ring, at).ravel(), np.arange(len(at) + 1) * ring.leaf_set
     args = (ring, as_u64(col["key_hi"]), as_u64(col["key_lo"]), at, *leaf,
             *values_offsets(col["rt"]), *values_offsets(col["nbr"]))
@@ -205,14 +207,16 @@ def entry_read(leaf: bool = True) -> list[Column]:
 
     Each message's routing-table entry at its `slot` is read in the join (column `entry`, -1: empty or
     not known), and the node's rt and nbr rows go only where it is empty: the routing rule reads them
-    only then (the rare case), and Arrow writes a list element by element. Unresolved columns, made
-    once per loop and used by each superstep's select.
+    only then (the rare case), and Arrow writes a list element by element. Without `leaf` the leaf
+    sets stay behind, for a route that reads them from the ring. Unresolved columns, made once per
+    loop and used by each superstep's select.
     """
     read = F.when(F.col(SLOT.name) >= 0, F.try_element_at("rt", F.col(SLOT.name) + 1))
     entry = F.coalesce(read, F.lit(-1))
     none = F.array().cast(NODES)
     unread = [F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr")]
-    return [F.col(f.name) for f in MESSAGE_SCHEMA.fields] + [F.col(SLOT.name), *[F.col("leaf")] * leaf,
+    leaf_sets = [F.col("leaf")] if leaf else []
+    return [F.col(f.name) for f in MESSAGE_SCHEMA.fields] + [F.col(SLOT.name), *leaf_sets,
                                                              entry.alias("entry"), *unread]
 
 
@@ -231,13 +235,13 @@ def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
     return messages.mapInArrow(_, schema)
 
 
-def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = False) -> Callable:
-    """The routing superstep's Python task; with `settle`, leaf-set hops are taken at once (see `route`)."""
+def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = False,
+               ahead: bool = False) -> Callable:
+    """The routing superstep's Python task; `settle` and `ahead` take leaf-set hops at once (see `route`)."""
     out_schema = arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
-        ahead = settle and not kernels.whole_ring(ring, ring.n)
         for col in batch_columns(batches):
             at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
             key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
@@ -297,15 +301,16 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
 def route(overlay: Overlay, messages: DataFrame,
           max_supersteps: int | None = None, dead: np.ndarray | None = None,
           repair: Callable[[DataFrame, DataFrame], DataFrame] | None = None) -> DataFrame:
-    """Route all messages to their keys, one hop per superstep; return the delivered messages.
+    """Route all messages to their keys in supersteps, hop by hop; return the delivered messages.
 
-    In a `converged` overlay with no `dead` nodes, a message that a leaf set forwards is delivered
-    in that same superstep, at the node it goes to: that node is the key's numerically closest (a
-    converged leaf set holds every node between its ends) and would deliver it with no further hop.
-    A message that a routing-table or rare-case hop brings to a node whose leaf set holds the key in
-    range takes that leaf-set step in the same superstep too (the leaf set is a window of the
-    broadcast ring, so the leaf sets are not shipped with the messages at all). The delivered rows
-    are the same; routes end up to two supersteps sooner.
+    In a `converged` overlay with no `dead` nodes and no `repair`, a message that a leaf set
+    forwards is delivered in that same superstep, at the node it goes to: that node is the key's
+    numerically closest (a converged leaf set holds every node between its ends) and would deliver
+    it with no further hop. A message that a routing-table or rare-case hop brings to a node whose
+    leaf set holds the key in range takes that leaf-set step in the same superstep too: on a ring of
+    more than |L| nodes a converged leaf set is a window of the broadcast ring, read there, and the
+    leaf sets are not shipped with the messages at all. The delivered rows are the same; routes end
+    up to two supersteps sooner.
 
     `messages` has MESSAGE_SCHEMA (at = the node the message starts from). The result has
     columns mid, src, key_hi, key_lo, dest, hops, distance, direct (distance of the one
@@ -320,10 +325,12 @@ def route(overlay: Overlay, messages: DataFrame,
     """
     limit = max_supersteps or overlay.ring.route_bound
     dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
-    task = _step_task(overlay.ring_bc, dead_bc, settle=overlay.converged and dead is None)
+    settle = overlay.converged and dead is None and repair is None
+    # a converged leaf set is a window of the ring, unless the ring is too small for full leaf sets
+    ahead = settle and not kernels.whole_ring(overlay.ring, overlay.ring.n)
+    task = _step_task(overlay.ring_bc, dead_bc, settle, ahead)
     state = overlay.state
-    shipped = entry_read(leaf=not (overlay.converged and dead is None
-                                   and not kernels.whole_ring(overlay.ring, overlay.ring.n)))
+    shipped = entry_read(leaf=not ahead)
 
     def hop(inflight: DataFrame, n: int) -> DataFrame:
         """Every message takes one hop from the node it is at (`done`: it is at its key's node)."""
