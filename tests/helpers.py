@@ -74,6 +74,17 @@ def node_ints(ring):
     return [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
 
 
+def id_arrays(ints) -> tuple[np.ndarray, np.ndarray]:
+    """128-bit ids given as Python integers, as (hi, lo) arrays."""
+    return (np.array([k >> 64 for k in ints], dtype=np.uint64),
+            np.array([k & ((1 << 64) - 1) for k in ints], dtype=np.uint64))
+
+
+def halfway(ints, a, c) -> list[int]:
+    """The ids half way clockwise from each node in a to the node in c (ints: node_ints)."""
+    return [(ints[x] + ((ints[y] - ints[x]) % M) // 2) % M for x, y in zip(a, c)]
+
+
 def closest_brute(ints, key):
     """The numerically closest node by plain Python integers (ties: smaller id)."""
     return min(range(len(ints)), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))

@@ -7,7 +7,7 @@ import pytest
 from scribe_spark import ids, topology
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
-from tests.helpers import closest_brute, node_ints, plain_python_tasks, small_ring
+from tests.helpers import closest_brute, halfway, id_arrays, node_ints, plain_python_tasks, small_ring
 
 M = 1 << 128
 
@@ -183,10 +183,9 @@ def test_leaf_rule_takes_a_key_in_its_range_to_the_closest_of_the_node_and_its_l
     p = ring.pos[at] + rng.integers(-half - 2, half + 3, count)
     a, c = ring.order[p % n], ring.order[(p + 1) % n]
     keys = [ints[x] for x in a[:1000]]
-    keys += [(ints[x] + ((ints[y] - ints[x]) % M) // 2) % M for x, y in zip(a[1000:2000], c[1000:2000])]
+    keys += halfway(ints, a[1000:2000], c[1000:2000])
     keys += [(int(h) << 64) | int(lo) for h, lo in zip(*ids.random_ids(1000, rng))]
-    khi = np.array([k >> 64 for k in keys], dtype=np.uint64)
-    klo = np.array([k & ((1 << 64) - 1) for k in keys], dtype=np.uint64)
+    khi, klo = id_arrays(keys)
     in_range, best = kernels.leaf_rule(ring, khi, klo, at, rows)
 
     def dist(x, k):
@@ -279,13 +278,9 @@ def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_
     khi, klo = ids.random_ids(1500, rng)
     at_node = rng.integers(0, n, 500)
     khi[:500], klo[:500] = ring.hi[at_node], ring.lo[at_node]
-    a, c = ring.order[np.arange(500) % n], ring.order[(np.arange(500) + 1) % n]
-    gap_hi, gap_lo = ids.sub(ring.hi[c], ring.lo[c], ring.hi[a], ring.lo[a])
-    half_hi = gap_hi >> np.uint64(1)
-    half_lo = (gap_lo >> np.uint64(1)) | (gap_hi << np.uint64(63))
-    mid_lo = ring.lo[a] + half_lo
-    khi[500:1000] = ring.hi[a] + half_hi + (mid_lo < ring.lo[a]).astype(np.uint64)
-    klo[500:1000] = mid_lo
+    ints = node_ints(ring)
+    khi[500:1000], klo[500:1000] = id_arrays(halfway(ints, ring.order[np.arange(500) % n],
+                                                     ring.order[(np.arange(500) + 1) % n]))
     msgs = ov.messages_frame(spark, rng.integers(0, n, 1500), khi, klo)
 
     shipped, step_task, read = [], ov._step_task, ov.entry_read
@@ -301,7 +296,6 @@ def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_
     hop_by_hop, hop_flight = routed(dataclasses.replace(o, converged=False))
     o.unpersist()
     assert settled.equals(hop_by_hop) and on_leaf_hop.equals(hop_by_hop)
-    ints = node_ints(ring)
     keys = zip(settled.key_hi.astype(np.uint64), settled.key_lo.astype(np.uint64))
     assert list(settled.dest) == [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in keys]
     # routes whose last hop a leaf set took end a superstep sooner, and one more if a table hop led
