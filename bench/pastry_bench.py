@@ -15,11 +15,14 @@ after a slash, the least of the others (a warm Spark session: its plans, Python 
 broadcast ring already made). Both deliver a lookup in the step whose leaf-set hop reaches its
 node, and a table hop's node takes its leaf-set hop in the same step when the key is in its leaf
 set's range, as `overlay.route` does on a converged state. Earlier routes' delivered frames are not
-released, so with K > 1 the peak memory includes them.
+released, so with K > 1 the peak memory includes them. Both compute what a route delivers for each
+lookup (node, hops, distance, direct distance, rare-case hops); the last column is a SHA-1 of those
+rows in lookup order, and the script exits non-zero when the two implementations' differ.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -77,9 +80,23 @@ def run_spark(n: int, lookups: int, master: str, routes: int = 1) -> dict:
         times.append(time.time() - t1)
     peak_kb = sampler.stop()
     hops = int(agg["sum(hops)"])
+    rows = routed.select("mid", *DELIVERED).toPandas().sort_values("mid")   # after the timing
+    digest = _digest(*(rows[c].to_numpy() for c in DELIVERED))
     spark.stop()
     return {"impl": f"spark {master}", "n": n, "build_s": t_build, "route_s": times, "hops": hops,
-            "lookups": int(agg["count(1)"]), "peak_mb": peak_kb / 1024}
+            "lookups": int(agg["count(1)"]), "peak_mb": peak_kb / 1024, "digest": digest}
+
+
+DELIVERED = ("dest", "hops", "distance", "direct", "rare")   # what a route delivers for each lookup
+
+
+def _digest(dest, hops, distance, direct, rare) -> str:
+    """Return a short SHA-1 of the delivered rows (in lookup order), as both implementations compute it."""
+    h = hashlib.sha1()
+    for values, dtype in ((dest, np.int64), (hops, np.int64), (distance, np.float64), (direct, np.float64),
+                          (rare, np.int64)):
+        h.update(np.ascontiguousarray(values, dtype=dtype).tobytes())
+    return h.hexdigest()[:12]
 
 
 def run_reference(n: int, lookups: int, routes: int = 1) -> dict:
@@ -102,19 +119,25 @@ def run_reference(n: int, lookups: int, routes: int = 1) -> dict:
     times = []
     for _ in range(routes):
         t1 = time.time()
-        at, hops = _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense)
+        at, hops, dist, rare = _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense)
+        direct = ring.prox.dist(src, at)
         times.append(time.time() - t1)
     assert (at == dst).all(), "reference routing delivered a lookup to the wrong node"
     return {"impl": "numpy reference", "n": n, "build_s": t_build, "route_s": times,
             "hops": int(hops.sum()),
-            "lookups": lookups, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "lookups": lookups, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "digest": _digest(at, hops, dist, direct, rare)}
 
 
 def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> tuple:
-    """Route every lookup hop by hop on the dense state; return the final nodes and hop counts."""
+    """Route every lookup hop by hop on the dense state; return final nodes, hops, distances and rare hops.
+
+    The distance adds each hop's proximity distance in the order `overlay.route` adds them.
+    """
     from scribe_spark.pastry import kernels
     width = rt_dense.shape[1]
     at, hops = src.copy(), np.zeros(len(src), dtype=np.int64)
+    dist, rare = np.zeros(len(src)), np.zeros(len(src), dtype=np.int64)
     active = np.arange(len(src))
     while len(active):
         a = at[active]
@@ -128,6 +151,8 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         nxt, rule = kernels.route_step(ring, khi[active], klo[active], a, leaf[a].ravel(), leaf_offs,
                                        rt_vals, rt_offs, nbr_vals, nbr_offs)
         moving = rule != kernels.DELIVERED
+        dist[active[moving]] += ring.prox.dist(a[moving], nxt[moving])
+        rare[active] += rule == kernels.RARE
         at[active[moving]] = nxt[moving]
         hops[active[moving]] += 1
         # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers,
@@ -136,9 +161,10 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         if not kernels.whole_ring(ring, ring.n):   # (on a smaller ring every first hop is a leaf-set hop)
             taken, final = kernels.leaf_rule(ring, khi[active], klo[active], at[active], leaf[at[active]])
             hops[active[taken]] += final[taken] != at[active[taken]]
+            dist[active[taken]] += ring.prox.dist(at[active[taken]], final[taken])
             at[active[taken]] = final[taken]
             active = active[~taken]
-    return at, hops
+    return at, hops, dist, rare
 
 
 def main() -> None:
@@ -163,9 +189,11 @@ def main() -> None:
         print("RESULT " + json.dumps(res), flush=True)
         return
     print("| N | implementation | state build s | routing s | lookups | mean hops | lookup-hops/s "
-          "| peak memory MB |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| peak memory MB | delivered rows (SHA-1) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    differ = []
     for n in args.nodes:
+        digests = set()
         for impl in ("spark", "reference"):
             if args.only and impl != args.only:
                 continue
@@ -183,8 +211,13 @@ def main() -> None:
             shown = f"{first:.1f}" + (f" / {min(rest):.1f}" if rest else "")
             print(f"| {n:,} | {r['impl']} | {r['build_s']:.1f} | {shown} | {r['lookups']:,} | "
                   f"{r['hops'] / r['lookups']:.3f} | {r['hops'] / min(r['route_s']):,.0f} | "
-                  f"{r['peak_mb']:,.0f} |",
+                  f"{r['peak_mb']:,.0f} | {r['digest']} |",
                   flush=True)
+            digests.add(r["digest"])
+        if len(digests) > 1:
+            differ.append(n)
+    if differ:
+        sys.exit(f"the implementations delivered different rows at N = {', '.join(f'{n:,}' for n in differ)}")
 
 
 if __name__ == "__main__":
