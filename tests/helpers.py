@@ -70,8 +70,13 @@ def small_ring(n, b=4, model="plane", seed=1, leaf=16, nbr=32):
     return Ring(hi, lo, b, leaf, nbr, prox)
 
 
+def int_ids(hi, lo) -> list[int]:
+    """128-bit ids given as (hi, lo) arrays, as Python integers."""
+    return [(int(h) << 64) | int(l) for h, l in zip(hi, lo)]
+
+
 def node_ints(ring):
-    return [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
+    return int_ids(ring.hi, ring.lo)
 
 
 def id_arrays(ints) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference import closest
-from tests.helpers import closest_brute, node_ints, small_ring
+from tests.helpers import closest_brute, int_ids, node_ints, small_ring
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_closest_live_matches_brute_force(failed):
     ints = node_ints(ring)
     live = np.flatnonzero(~dead)
     live_ints = [ints[i] for i in live]
-    want = [live[closest_brute(live_ints, (int(h) << 64) | int(l))] for h, l in zip(khi, klo)]
+    want = [live[closest_brute(live_ints, key)] for key in int_ids(khi, klo)]
     assert (closest.closest_live(ring, ~dead, khi, klo) == want).all()
 
 

@@ -4,12 +4,7 @@ import bisect
 import numpy as np
 
 from scribe_spark import ids
-
-M = 1 << 128
-
-
-def _pyints(hi, lo):
-    return [(int(h) << 64) | int(l) for h, l in zip(hi, lo)]
+from tests.helpers import M, int_ids
 
 
 def _edge_ids(rng, n):
@@ -24,11 +19,11 @@ def test_sub_and_ring_distance_match_python_ints():
     rng = np.random.default_rng(3)
     ahi, alo = _edge_ids(rng, 500)
     bhi, blo = rng.permutation(ahi), rng.permutation(alo)
-    a, b = _pyints(ahi, alo), _pyints(bhi, blo)
+    a, b = int_ids(ahi, alo), int_ids(bhi, blo)
     dhi, dlo = ids.sub(ahi, alo, bhi, blo)
-    assert _pyints(dhi, dlo) == [(x - y) % M for x, y in zip(a, b)]
+    assert int_ids(dhi, dlo) == [(x - y) % M for x, y in zip(a, b)]
     rhi, rlo = ids.ring_distance(ahi, alo, bhi, blo)
-    assert _pyints(rhi, rlo) == [min((x - y) % M, (y - x) % M) for x, y in zip(a, b)]
+    assert int_ids(rhi, rlo) == [min((x - y) % M, (y - x) % M) for x, y in zip(a, b)]
     assert list(ids.less(ahi, alo, bhi, blo)) == [x < y for x, y in zip(a, b)]
 
 
@@ -52,12 +47,12 @@ def test_prefix_digits_and_digit_extraction():
     bhi[1::2] ^= np.uint64(1) << np.uint64(40)
     for b in (1, 2, 4, 8):
         spd = ids.shared_prefix_digits(ahi, alo, bhi, blo, b)
-        for x, y, got in zip(_pyints(ahi, alo), _pyints(bhi, blo), spd):
+        for x, y, got in zip(int_ids(ahi, alo), int_ids(bhi, blo), spd):
             bits = 128 if x == y else 128 - (x ^ y).bit_length()
             assert got == bits // b
         r = rng.integers(0, 128 // b, 300)
         got = ids.digit(ahi, alo, r, b)
-        want = [(x >> (128 - b * (int(k) + 1))) & ((1 << b) - 1) for x, k in zip(_pyints(ahi, alo), r)]
+        want = [(x >> (128 - b * (int(k) + 1))) & ((1 << b) - 1) for x, k in zip(int_ids(ahi, alo), r)]
         assert list(got) == want
 
 
@@ -66,11 +61,11 @@ def test_prefix_floor_end_and_searchsorted():
     hi, lo = ids.random_ids(2000, rng)
     order = np.lexsort((lo, hi))
     shi, slo = hi[order], lo[order]
-    sorted_ints = _pyints(shi, slo)
+    sorted_ints = int_ids(shi, slo)
     for nbits in (0, 4, 60, 64, 68, 127, 128):
         fhi, flo = ids.prefix_floor(hi[:50], lo[:50], nbits)
         ehi, elo, over = ids.prefix_end(fhi, flo, nbits)
-        for x, f, e, o in zip(_pyints(hi[:50], lo[:50]), _pyints(fhi, flo), _pyints(ehi, elo), over):
+        for x, f, e, o in zip(int_ids(hi[:50], lo[:50]), int_ids(fhi, flo), int_ids(ehi, elo), over):
             want_f = x >> (128 - nbits) << (128 - nbits) if nbits < 128 else x
             assert f == want_f
             want_e = want_f + (1 << (128 - nbits))
@@ -80,7 +75,7 @@ def test_prefix_floor_end_and_searchsorted():
     qhi, qlo = ids.random_ids(500, rng)
     qhi[:100], qlo[:100] = shi[:100], slo[:100]  # exact hits
     got = ids.searchsorted(shi, slo, qhi, qlo)
-    assert list(got) == [bisect.bisect_left(sorted_ints, q) for q in _pyints(qhi, qlo)]
+    assert list(got) == [bisect.bisect_left(sorted_ints, q) for q in int_ids(qhi, qlo)]
 
 
 def test_hex_round_trip_and_order():
@@ -88,7 +83,7 @@ def test_hex_round_trip_and_order():
     hi, lo = ids.random_ids(100, rng)
     hexes = ids.to_hex(hi, lo)
     assert all(len(h) == 32 and h == h.lower() for h in hexes)
-    assert [int(h, 16) for h in hexes] == _pyints(hi, lo)
+    assert [int(h, 16) for h in hexes] == int_ids(hi, lo)
     h2, l2 = ids.from_hex(hexes)
     assert (h2 == hi).all() and (l2 == lo).all()
     assert sorted(hexes) == list(ids.to_hex(*[a[np.lexsort((lo, hi))] for a in (hi, lo)]))

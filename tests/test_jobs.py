@@ -3,9 +3,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import ROOT, adaptive_execution_off
-
-M = 1 << 128
+from tests.helpers import ROOT, adaptive_execution_off, closest_brute
 
 
 @pytest.mark.slow
@@ -25,7 +23,7 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
         parent[(t, c)] = p
     for topic, group in subs.groupby("topic"):
         key = int(topic, 16)
-        closest = min(ints, key=lambda x: (min((x - key) % M, (key - x) % M), x))
+        closest = ints[closest_brute(ints, key)]
         ends = set()
         for node in group.node:
             seen = set()
@@ -59,7 +57,7 @@ def test_creator_rooted_topics_are_rooted_at_a_member(spark, tmp_path):
     ints = [int(h, 16) for h in pq.read_table(folder / "nodes.parquet").to_pandas().id]
     for topic, group in subs.groupby("topic"):
         key = int(topic, 16)
-        root = f"{min(ints, key=lambda x: (min((x - key) % M, (key - x) % M), x)):032x}"
+        root = f"{ints[closest_brute(ints, key)]:032x}"
         assert root[:16] == topic[:16] and root in set(group.node)   # the creator: a member, and the root
         assert set(trees[trees.topic == topic].parent) - set(trees[trees.topic == topic].child) <= {root}
     assert "12 of 12 roots are their creator" in (folder / "summary.md").read_text()

@@ -7,9 +7,16 @@ import pytest
 from scribe_spark import ids, topology
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
-from tests.helpers import closest_brute, halfway, id_arrays, node_ints, plain_python_tasks, small_ring
-
-M = 1 << 128
+from tests.helpers import (
+    M,
+    closest_brute,
+    halfway,
+    id_arrays,
+    int_ids,
+    node_ints,
+    plain_python_tasks,
+    small_ring,
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +50,7 @@ def test_routes_end_at_numerically_closest_node_within_hop_bound(spark, n, b, mo
     assert len(routed) == k and sorted(routed.mid) == list(range(k))
     ints = node_ints(ring)
     routed = routed.sort_values("mid")
-    keys = [(int(h) << 64) | int(l) for h, l in zip(khi, klo)]
-    want = [closest_brute(ints, key) for key in keys]
+    want = [closest_brute(ints, key) for key in int_ids(khi, klo)]
     assert list(routed.dest) == want
     bound = math.ceil(math.log(n, 2 ** b)) + 1
     assert routed.hops.max() <= bound
@@ -184,7 +190,7 @@ def test_leaf_rule_takes_a_key_in_its_range_to_the_closest_of_the_node_and_its_l
     a, c = ring.order[p % n], ring.order[(p + 1) % n]
     keys = [ints[x] for x in a[:1000]]
     keys += halfway(ints, a[1000:2000], c[1000:2000])
-    keys += [(int(h) << 64) | int(lo) for h, lo in zip(*ids.random_ids(1000, rng))]
+    keys += int_ids(*ids.random_ids(1000, rng))
     khi, klo = id_arrays(keys)
     in_range, best = kernels.leaf_rule(ring, khi, klo, at, rows)
 
@@ -221,7 +227,7 @@ def test_a_route_reads_each_entry_in_the_join_and_ships_the_tables_only_where_it
     rng = np.random.default_rng(3)
     khi, klo = ids.random_ids(1500, rng)
     ints = node_ints(ring)
-    want = [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in zip(khi, klo)]
+    want = [closest_brute(ints, key) for key in int_ids(khi, klo)]
     # half start anywhere; half at their key's node, where the key's entry is mostly empty
     src = np.where(np.arange(1500) < 750, rng.integers(0, 900, 1500), want)
     msgs = ov.messages_frame(spark, src, khi, klo)
@@ -296,8 +302,8 @@ def test_a_converged_overlay_delivers_on_a_leaf_set_hop_with_the_rows_of_hop_by_
     hop_by_hop, hop_flight = routed(dataclasses.replace(o, converged=False))
     o.unpersist()
     assert settled.equals(hop_by_hop) and on_leaf_hop.equals(hop_by_hop)
-    keys = zip(settled.key_hi.astype(np.uint64), settled.key_lo.astype(np.uint64))
-    assert list(settled.dest) == [closest_brute(ints, (int(h) << 64) | int(lo)) for h, lo in keys]
+    keys = int_ids(settled.key_hi.astype(np.uint64), settled.key_lo.astype(np.uint64))
+    assert list(settled.dest) == [closest_brute(ints, key) for key in keys]
     # routes whose last hop a leaf set took end a superstep sooner, and one more if a table hop led
     # there; no route ends later
     for fewer, more in ((settled_flight, leaf_flight), (leaf_flight, hop_flight)):

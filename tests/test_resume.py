@@ -8,9 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from scribe_spark import cli
-from tests.helpers import ROOT, tables
+from tests.helpers import ROOT, closest_brute, tables
 
-M = 1 << 128
 TINY = ["pastry_hops", "--conf", "conf/tiny/pastry_hops.toml"]   # nodes [300, 900] x 2 modes, save_routes
 
 
@@ -70,7 +69,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
         r = routes[routes.overlay_nodes == n]
         for key, dest in zip(r.key, r.destination):
             k = int(key, 16)
-            assert int(dest, 16) == min(ints, key=lambda x: (min((x - k) % M, (k - x) % M), x))
+            assert int(dest, 16) == ints[closest_brute(ints, k)]
         assert all(len(h) == 32 for h in r.source)
 
 

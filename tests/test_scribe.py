@@ -16,6 +16,7 @@ from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.workloads import scribe_groups
+from tests.helpers import closest_brute, int_ids, node_ints
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +62,9 @@ def test_superstep_trees_equal_sequential_scribe(world):
 def test_roots_are_numerically_closest_and_trees_are_acyclic(world):
     ring, topics = world["ring"], world["topics"]
     roots = world["trees"].roots.toPandas().set_index("topic").node
-    ints = [(int(h) << 64) | int(l) for h, l in zip(ring.hi, ring.lo)]
-    M = 1 << 128
-    for t in range(topics.n):
-        key = (int(topics.hi[t]) << 64) | int(topics.lo[t])
-        best = min(range(ring.n), key=lambda i: (min((ints[i] - key) % M, (key - ints[i]) % M), ints[i]))
-        assert roots[t] == best
+    ints = node_ints(ring)
+    for t, key in enumerate(int_ids(topics.hi, topics.lo)):
+        assert roots[t] == closest_brute(ints, key)
     parent = {(t, c): p for t, c, p in _edges(world["trees"].edges)}
     assert len(parent) == len(_edges(world["trees"].edges))  # one parent per (topic, child)
     for t, s in zip(world["sub_t"], world["sub_n"]):

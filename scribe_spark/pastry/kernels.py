@@ -105,18 +105,20 @@ def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     When the ring has fewer than L other nodes the leaf set is all of them (ring order), and the
     routing rule sees it short; with exactly L others it is all of them in this layout, and full.
     """
-    n = ring.n
-    if whole_ring(ring, n):
-        offs = np.arange(1, n)
-        return list(ring.order[(ring.pos[nodes][:, None] + offs[None, :]) % n])
+    if whole_ring(ring, ring.n):
+        return list(_around(ring, nodes, np.arange(1, ring.n)))
     return list(leaf_window(ring, nodes))
 
 
 def leaf_window(ring: Ring, nodes: np.ndarray) -> np.ndarray:
     """Return the nodes' leaf sets, one row each, as `leaf_sets` lays them out on a ring of over L nodes."""
     half = ring.leaf_set // 2
-    offs = np.concatenate([-np.arange(1, half + 1), np.arange(1, half + 1)])
-    return ring.order[(ring.pos[np.asarray(nodes, dtype=np.int64)][:, None] + offs[None, :]) % ring.n]
+    return _around(ring, nodes, np.concatenate([-np.arange(1, half + 1), np.arange(1, half + 1)]))
+
+
+def _around(ring: Ring, nodes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Return, for each node, the nodes `offsets` places from it in ring order (wrapping), one row each."""
+    return ring.order[(ring.pos[np.asarray(nodes, dtype=np.int64)][:, None] + offsets[None, :]) % ring.n]
 
 
 def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
