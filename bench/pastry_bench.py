@@ -17,7 +17,7 @@ node, and a table hop's node takes its leaf-set hop in the same step when the ke
 set's range, as `overlay.route` does on a converged state. Earlier routes' delivered frames are not
 released, so with K > 1 the peak memory includes them. Both compute what a route delivers for each
 lookup (node, hops, distance, direct distance, rare-case hops); the last column is a SHA-1 of those
-rows in lookup order, and the script exits non-zero when the two implementations' differ.
+rows in lookup order, and the script exits non-zero when the two implementations' digests differ.
 """
 from __future__ import annotations
 
@@ -151,18 +151,20 @@ def _route_reference(ring, src, khi, klo, leaf, rt_dense, rt_len, nbr_dense) -> 
         nxt, rule = kernels.route_step(ring, khi[active], klo[active], a, leaf[a].ravel(), leaf_offs,
                                        rt_vals, rt_offs, nbr_vals, nbr_offs)
         moving = rule != kernels.DELIVERED
-        dist[active[moving]] += ring.prox.dist(a[moving], nxt[moving])
+        moved = active[moving]
+        dist[moved] += ring.prox.dist(a[moving], nxt[moving])
         rare[active] += rule == kernels.RARE
-        at[active[moving]] = nxt[moving]
-        hops[active[moving]] += 1
+        at[moved] = nxt[moving]
+        hops[moved] += 1
         # as `overlay.route` on a converged state: a leaf-set hop reaches the closest node, which delivers,
         # and a table hop's node takes its leaf-set step in the same step when the key is in range
         active = active[moving & (rule != kernels.LEAF)]
         if not kernels.whole_ring(ring, ring.n):   # (on a smaller ring every first hop is a leaf-set hop)
             taken, final = kernels.leaf_rule(ring, khi[active], klo[active], at[active], leaf[at[active]])
-            hops[active[taken]] += final[taken] != at[active[taken]]
-            dist[active[taken]] += ring.prox.dist(at[active[taken]], final[taken])
-            at[active[taken]] = final[taken]
+            go, final = active[taken], final[taken]
+            hops[go] += final != at[go]
+            dist[go] += ring.prox.dist(at[go], final)
+            at[go] = final
             active = active[~taken]
     return at, hops, dist, rare
 
