@@ -245,8 +245,6 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = Fal
         for col in batch_columns(batches):
             at, nxt, rule, timeouts, met_i, met_node = _route_batch(ring, col, dead)
             key_hi, key_lo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
-            # the slot the next node reads; with dead nodes a node may forget entries, so none is read
-            slot = kernels.table_slot(ring, key_hi, key_lo, nxt)[1] if dead is None else np.full(len(at), -1)
             stays = rule == kernels.DELIVERED
             done = stays | (rule == kernels.LEAF) if settle else stays
             src = col[SRC].to_numpy().astype(np.int64)
@@ -263,6 +261,12 @@ def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = Fal
                 dist[go] += ring.prox.dist(to, final)
                 nxt[go], done[go] = final, True
             direct = np.where(done, ring.prox.dist(src, nxt), 0.0)
+            # the slot the next node reads, for the messages still in flight (a delivered message drops
+            # it); with dead nodes a node may forget entries, so none is read
+            slot = np.full(len(at), -1, np.int64)
+            if dead is None:
+                live = np.flatnonzero(~done)
+                slot[live] = kernels.table_slot(ring, key_hi[live], key_lo[live], nxt[live])[1]
             order = np.argsort(met_i, kind="stable")
             met_offs = np.searchsorted(met_i[order], np.arange(len(at) + 1)).astype(np.int32)
             met = pa.ListArray.from_arrays(pa.array(met_offs), pa.array(met_node[order].astype(np.int64)))
