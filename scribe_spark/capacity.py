@@ -6,7 +6,9 @@ could never have finished here; a run that passes may still need more (Spark's o
 comes on top). Two budgets are checked:
 the whole run against the machine's memory, and the broadcast ring, which the Python driver
 and every local Python worker hold a copy of, against what the JVM heap
-(`SCRIBE_DRIVER_MEMORY`) leaves of the machine.
+(`SCRIBE_DRIVER_MEMORY`) leaves of the machine. Beside them, `peak_warning` compares an overlay
+run's expected peak, from the bytes per node measured at 10,000,000 nodes, with the machine: a
+warning, not a refusal, as that figure is an estimate, not a bound.
 """
 from __future__ import annotations
 
@@ -125,6 +127,41 @@ def _keys(knobs: Knobs) -> tuple[str, str]:
     if len(names) == 1:
         return f"key {names[0]}", names[0]
     return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+# measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
+# BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
+# its heap, and each Python process's (the driver and every local worker) per node of the overlay
+JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
+PYTHON_BYTES_PER_NODE = 233   # 4.0 GiB (driver) + 2.5 GiB (2 workers), over 3 processes and 10M nodes
+
+
+def expected_peak(p: OverlayParams, heap_bytes: int, master: str) -> int:
+    """Estimate an overlay run's peak resident memory on this machine from measured bytes per node."""
+    return heap_bytes + JVM_BEYOND_HEAP + (1 + local_workers(master)) * PYTHON_BYTES_PER_NODE * p.peak_nodes()
+
+
+def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
+                 master: str | None = None) -> str | None:
+    """Return a line when an overlay run's expected peak exceeds this machine's memory, else None.
+
+    Defaults as in `check`. The figures per node come from S1's workload, so for lighter jobs the
+    estimate is high; a run above it may still finish, and one below it is not promised to.
+    """
+    if not isinstance(p, OverlayParams):
+        return None
+    limit = machine_bytes() if limit is None else limit
+    heap = os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap
+    master = os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master
+    peak = expected_peak(p, java_bytes(heap, "SCRIBE_DRIVER_MEMORY"), master)
+    if peak <= limit:
+        return None
+    processes = 1 + local_workers(master)
+    return (f"key 'nodes': {p.peak_nodes():,} nodes are expected to peak at about {_human(peak)} (the JVM "
+            f"heap SCRIBE_DRIVER_MEMORY={heap}, and {PYTHON_BYTES_PER_NODE} bytes per node in each of "
+            f"{processes} Python processes, as measured at 10M nodes), more than this machine's "
+            f"{_human(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
+            "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 
 
 def needs(p: Any) -> list[tuple[Knobs, int, str]]:

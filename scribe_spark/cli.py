@@ -298,6 +298,9 @@ def check(name: str, argv: list[str]) -> int:
     if p.resume and _resumable(p) is None and _complete(p):
         print(_nothing_to_do(name, p))
         return EXIT_DONE_ALREADY
+    warning = capacity.peak_warning(p.params)
+    if warning:
+        print(f"{name}: warning: {warning}", file=sys.stderr)
     return 0
 
 

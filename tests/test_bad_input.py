@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from scribe_spark import capacity, cli
-from scribe_spark.config import ConfigError, ScribeParams
+from scribe_spark.config import ConfigError, ScribeParams, TnoSizeParams
 from tests.helpers import ROOT
 
 
@@ -267,3 +267,27 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
         capacity.check(p, limit=(largest + total) // 2, heap="1k", master="local[2]")
     named, lower = capacity._keys(("rates", "duration_s", "x"))
     assert (named, lower) == ("keys 'rates', 'duration_s' and 'x'", "'rates', 'duration_s' or 'x'")
+
+
+def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
+    p = ScribeParams(nodes=25_000_000)
+    line = capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="local[2]")
+    expected = 8 * GiB + capacity.JVM_BEYOND_HEAP + 3 * capacity.PYTHON_BYTES_PER_NODE * 25_000_000
+    assert line.startswith(f"key 'nodes': 25,000,000 nodes are expected to peak at about "
+                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g, and ")
+    assert "3 Python processes" in line and line.endswith("(--master local[N])")
+    # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
+    assert capacity.peak_warning(p, limit=expected, heap="8g", master="local[2]") is None
+    assert capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="spark://host:7077") is None
+    assert capacity.peak_warning(TnoSizeParams(), limit=1, heap="8g", master="local[2]") is None
+
+
+def test_run_sh_check_prints_the_warning_and_goes_on(monkeypatch, capsys):
+    # 1,000 nodes fit every lower bound in 8.5 GiB beside an 8 GiB heap, but not the heap's expected peak
+    monkeypatch.setenv("SCRIBE_DRIVER_MEMORY", "8g")
+    monkeypatch.setenv("SCRIBE_MASTER", "local[2]")
+    monkeypatch.setattr(capacity, "machine_bytes", lambda: 8 * GiB + GiB // 2)
+    assert cli.check("scribe_multicast", ["--set", "nodes=1000"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("scribe_multicast: warning: key 'nodes': 1,000 nodes are expected to peak at about")
+    assert err.count("\n") == 1
