@@ -129,6 +129,12 @@ def _keys(knobs: Knobs) -> tuple[str, str]:
     return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
 
 
+def _settings(heap: str | None, master: str | None) -> tuple[str, str]:
+    """Return the JVM heap and the Spark master a run gets: as given, else from run.sh's environment."""
+    return (os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap,
+            os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master)
+
+
 # measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
 # BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
 # its heap, and each Python process's (the driver and every local worker) per node of the overlay
@@ -151,8 +157,7 @@ def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
     if not isinstance(p, OverlayParams):
         return None
     limit = machine_bytes() if limit is None else limit
-    heap = os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap
-    master = os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master
+    heap, master = _settings(heap, master)
     peak = expected_peak(p, java_bytes(heap, "SCRIBE_DRIVER_MEMORY"), master)
     if peak <= limit:
         return None
@@ -217,8 +222,7 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
     have left and how many ring copies they hold.
     """
     limit = machine_bytes() if limit is None else limit
-    heap = os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap
-    master = os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master
+    heap, master = _settings(heap, master)
     heap_bytes = java_bytes(heap, "SCRIBE_DRIVER_MEMORY")
     if heap_bytes >= limit:
         raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {_human(heap_bytes)} leaves nothing of this "
