@@ -137,14 +137,16 @@ def _settings(heap: str | None, master: str | None) -> tuple[str, str]:
 
 # measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
 # BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
-# its heap, and each Python process's (the driver and every local worker) per node of the overlay
+# its heap, the Python driver's per node of the overlay, and each local Python worker's
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
-PYTHON_BYTES_PER_NODE = 233   # 4.0 GiB (driver) + 2.5 GiB (2 workers), over 3 processes and 10M nodes
+DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
+WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers
 
 
 def expected_peak(p: OverlayParams, heap_bytes: int, master: str) -> int:
     """Estimate an overlay run's peak resident memory on this machine from measured bytes per node."""
-    return heap_bytes + JVM_BEYOND_HEAP + (1 + local_workers(master)) * PYTHON_BYTES_PER_NODE * p.peak_nodes()
+    per_node = DRIVER_BYTES_PER_NODE + local_workers(master) * WORKER_BYTES_PER_NODE
+    return heap_bytes + JVM_BEYOND_HEAP + per_node * p.peak_nodes()
 
 
 def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
@@ -161,10 +163,11 @@ def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
     peak = expected_peak(p, java_bytes(heap, "SCRIBE_DRIVER_MEMORY"), master)
     if peak <= limit:
         return None
-    processes = 1 + local_workers(master)
-    return (f"key 'nodes': {p.peak_nodes():,} nodes are expected to peak at about {_human(peak)} (the JVM "
-            f"heap SCRIBE_DRIVER_MEMORY={heap}, and {PYTHON_BYTES_PER_NODE} bytes per node in each of "
-            f"{processes} Python processes, as measured at 10M nodes), more than this machine's "
+    workers = local_workers(master)
+    return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes is expected to peak at about "
+            f"{_human(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
+            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and {WORKER_BYTES_PER_NODE} in each of "
+            f"{workers} local Python workers, as measured at 10M nodes), more than this machine's "
             f"{_human(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 

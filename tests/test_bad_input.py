@@ -272,10 +272,14 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
     line = capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="local[2]")
-    expected = 8 * GiB + capacity.JVM_BEYOND_HEAP + 3 * capacity.PYTHON_BYTES_PER_NODE * 25_000_000
-    assert line.startswith(f"key 'nodes': 25,000,000 nodes are expected to peak at about "
-                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g, and ")
-    assert "3 Python processes" in line and line.endswith("(--master local[N])")
+    expected = 8 * GiB + 9 * GiB // 10 + (430 + 2 * 134) * 25_000_000   # the figures measured at 10M
+    assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
+    assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes is expected to peak at about "
+                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g and, per node, ")
+    assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
+    # each local worker adds its own share; the driver's is there on any master
+    assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
+            == 2 * 134 * 25_000_000)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, limit=expected, heap="8g", master="local[2]") is None
     assert capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="spark://host:7077") is None
@@ -289,5 +293,6 @@ def test_run_sh_check_prints_the_warning_and_goes_on(monkeypatch, capsys):
     monkeypatch.setattr(capacity, "machine_bytes", lambda: 8 * GiB + GiB // 2)
     assert cli.check("scribe_multicast", ["--set", "nodes=1000"]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("scribe_multicast: warning: key 'nodes': 1,000 nodes are expected to peak at about")
+    assert err.startswith("scribe_multicast: warning: key 'nodes': an overlay of up to 1,000 nodes is "
+                          "expected to peak at about")
     assert err.count("\n") == 1
