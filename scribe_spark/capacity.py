@@ -6,9 +6,9 @@ could never have finished here; a run that passes may still need more (Spark's o
 comes on top). Two budgets are checked:
 the whole run against the machine's memory, and the broadcast ring, which the Python driver
 and every local Python worker hold a copy of, against what the JVM heap
-(`SCRIBE_DRIVER_MEMORY`) leaves of the machine. Beside them, `peak_warning` compares an overlay
-run's expected peak, from the bytes per node measured at 10,000,000 nodes, with the machine: a
-warning, not a refusal, as that figure is an estimate, not a bound.
+(`SCRIBE_DRIVER_MEMORY`) leaves of the machine. Beside them, `peak_warning` compares an estimate
+of an overlay run's peak, from the bytes per node measured at 10,000,000 nodes, with the machine:
+a warning, not a refusal, as that figure is an estimate, not a bound.
 """
 from __future__ import annotations
 
@@ -137,21 +137,22 @@ def _settings(heap: str | None, master: str | None) -> tuple[str, str]:
 
 # measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
 # BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
-# its heap, the Python driver's per node of the overlay, and each local Python worker's
+# its heap, the Python driver's per node of the overlay, and each local Python worker's; each kind's
+# own peak, and those need not coincide (at 20M nodes the whole run peaked 23% below their sum)
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
 DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
 WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers
 
 
 def expected_peak(p: OverlayParams, heap_bytes: int, master: str) -> int:
-    """Estimate an overlay run's peak resident memory on this machine from measured bytes per node."""
+    """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak."""
     per_node = DRIVER_BYTES_PER_NODE + local_workers(master) * WORKER_BYTES_PER_NODE
     return heap_bytes + JVM_BEYOND_HEAP + per_node * p.peak_nodes()
 
 
 def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
                  master: str | None = None) -> str | None:
-    """Return a line when an overlay run's expected peak exceeds this machine's memory, else None.
+    """Return a line when an overlay run's estimated peak exceeds this machine's memory, else None.
 
     Defaults as in `check`. The figures per node come from S1's workload, so for lighter jobs the
     estimate is high; a run above it may still finish, and one below it is not promised to.
@@ -164,11 +165,11 @@ def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
     if peak <= limit:
         return None
     workers = local_workers(master)
-    return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes is expected to peak at about "
+    return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes may need up to about "
             f"{_human(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
             f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and {WORKER_BYTES_PER_NODE} in each of "
-            f"{workers} local Python workers, as measured at 10M nodes), more than this machine's "
-            f"{_human(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
+            f"{workers} local Python workers, each at its peak measured at 10M nodes), more than this "
+            f"machine's {_human(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 
 

@@ -274,7 +274,7 @@ def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     line = capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="local[2]")
     expected = 8 * GiB + 9 * GiB // 10 + (430 + 2 * 134) * 25_000_000   # the figures measured at 10M
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
-    assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes is expected to peak at about "
+    assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
                            f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g and, per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
     # each local worker adds its own share; the driver's is there on any master
@@ -287,12 +287,12 @@ def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
 
 
 def test_run_sh_check_prints_the_warning_and_goes_on(monkeypatch, capsys):
-    # 1,000 nodes fit every lower bound in 8.5 GiB beside an 8 GiB heap, but not the heap's expected peak
+    # 1,000 nodes fit every lower bound in 8.5 GiB beside an 8 GiB heap, but not the estimated peak
     monkeypatch.setenv("SCRIBE_DRIVER_MEMORY", "8g")
     monkeypatch.setenv("SCRIBE_MASTER", "local[2]")
     monkeypatch.setattr(capacity, "machine_bytes", lambda: 8 * GiB + GiB // 2)
     assert cli.check("scribe_multicast", ["--set", "nodes=1000"]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("scribe_multicast: warning: key 'nodes': an overlay of up to 1,000 nodes is "
-                          "expected to peak at about")
+    assert err.startswith("scribe_multicast: warning: key 'nodes': an overlay of up to 1,000 nodes may "
+                          "need up to about")
     assert err.count("\n") == 1
