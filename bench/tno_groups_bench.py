@@ -34,10 +34,11 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from scribe_spark.laws import MODELS, popularity
     from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
     from scribe_spark.session import SESSION_CONF
     from scribe_spark.tno import groups
-    from scribe_spark.workloads.popularity import MODELS, draw_subscriptions, popularity
+    from scribe_spark.workloads.popularity import draw_subscriptions
     spark = (SparkSession.builder.master(args.master).config(map=SESSION_CONF)
              .config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "8g")

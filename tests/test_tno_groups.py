@@ -5,16 +5,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scribe_spark import loader
 from scribe_spark.config import ConfigError, TnoSizeParams
+from scribe_spark.laws import describe, model_index, popularity, zipf_exponent
 from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
 from scribe_spark.tno import groups
-from scribe_spark.workloads.popularity import (
-    describe,
-    draw_subscriptions,
-    model_index,
-    popularity,
-    zipf_exponent,
-)
+from scribe_spark.workloads.popularity import draw_subscriptions
 from tests.helpers import tables
 
 
@@ -79,9 +75,9 @@ def test_popularity_by_shape_is_the_discrete_pareto_law():
     assert describe(1000, "skewed")["top_0.005_draws"] == pytest.approx(0.8)
     for bad in ("flat", "pareto:", "pareto:-1", "pareto:nan"):
         with pytest.raises(ConfigError, match="key 'popularity'"):
-            TnoSizeParams(popularity=(bad,)).validate()
+            loader.load(TnoSizeParams, None, [f'popularity=["{bad}"]'])
     with pytest.raises(ConfigError, match="distinct"):
-        TnoSizeParams(popularity=("spread", "spread")).validate()
+        loader.load(TnoSizeParams, None, ['popularity=["spread", "spread"]'])
 
 
 @pytest.mark.slow

@@ -3,9 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scribe_spark.laws import popularity
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation, site_placement
-from scribe_spark.workloads.popularity import popularity, site_popularity, site_ranks
+from scribe_spark.workloads.popularity import site_popularity, site_ranks
 from tests.helpers import tno_scenario
 
 

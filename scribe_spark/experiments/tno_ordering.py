@@ -27,6 +27,7 @@ from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.columns import TIME
 from scribe_spark.config import TnoOrderingParams
+from scribe_spark.laws import popularity
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference.pairwise_order import pairwise_check
 from scribe_spark.scribe import topics as tp
@@ -41,7 +42,7 @@ from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement
 from scribe_spark.workloads.network import make_ring, shared_network
-from scribe_spark.workloads.popularity import draw_subscriptions, popularity
+from scribe_spark.workloads.popularity import draw_subscriptions
 
 _log = logging.getLogger(__name__)
 SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_unreliable")

@@ -32,17 +32,12 @@ from scribe_spark import report
 from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoSequencerParams
+from scribe_spark.laws import describe, model_index, popularity
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation, contiguous_placement, site_placement
-from scribe_spark.workloads.popularity import (
-    describe,
-    draw_subscriptions,
-    model_index,
-    popularity,
-    site_popularity,
-)
+from scribe_spark.workloads.popularity import draw_subscriptions, site_popularity
 
 
 @dataclass

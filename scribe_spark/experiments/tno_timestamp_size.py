@@ -10,9 +10,10 @@ from scribe_spark import report
 from scribe_spark.arrow import local_frame
 from scribe_spark.cli import Run
 from scribe_spark.config import TnoSizeParams
+from scribe_spark.laws import describe, model_index, popularity
 from scribe_spark.session import spark_session
 from scribe_spark.tno import groups
-from scribe_spark.workloads.popularity import describe, draw_subscriptions, model_index, popularity
+from scribe_spark.workloads.popularity import draw_subscriptions
 
 
 def _weighted(values: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
