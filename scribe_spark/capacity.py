@@ -14,22 +14,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any
 
-from scribe_spark.config import (
-    ChurnParams,
-    ConfigError,
-    OverlayParams,
-    PastryFailuresParams,
-    PastryHopsParams,
-    PastryJoinsParams,
-    ScribeRepairParams,
-    TnoOrderingParams,
-    TnoSequencerParams,
-    TnoSizeParams,
-    TopicWorkload,
-    TopologyParams,
-)
+from scribe_spark.knobs import ConfigError
 
 
 def machine_bytes() -> int:
@@ -40,15 +28,19 @@ def machine_bytes() -> int:
         return 1 << 62
 
 
-def java_bytes(text: str, name: str) -> int:
-    """Return the bytes of a JVM memory size ('8g', '512m', '3gb', bytes) as spark-submit reads it."""
-    units = {"": 1, "b": 1, **{u + b: 1 << (10 * (i + 1)) for i, u in enumerate("kmgt") for b in ("", "b")}}
-    t = text.strip().lower()
-    digits = t.rstrip("bkmgt")
-    suffix = t[len(digits):]
-    if not digits.isdigit() or suffix not in units:
-        raise ConfigError(f"{name}: {text!r} is not a memory size (a number with k, m, g or t, e.g. 8g)")
-    return int(digits) * units[suffix]
+MEMORY = re.compile(r"[1-9][0-9]*[kKmMgGtT]")
+UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def memory_bytes(text: str, name: str) -> int:
+    """Return the bytes of a memory size as the JVM (-Xmx) and Spark both read it: '8g', '512m', '2T'.
+
+    Digits and one unit letter in either case: the JVM refuses '3gb' and '1.5g', and reads digits
+    alone as bytes where Spark reads them as MiB, so neither is taken.
+    """
+    if not MEMORY.fullmatch(text):
+        raise ConfigError(f"{name}: {text!r} is not a memory size (digits and one of k, m, g or t, e.g. 8g)")
+    return int(text[:-1]) * UNITS[text[-1].lower()]
 
 
 def local_workers(master: str) -> int:
@@ -68,7 +60,7 @@ def local_workers(master: str) -> int:
 RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 4, "matrix": 48 + 4}
 
 
-def ring_bytes(p: OverlayParams) -> int:
+def ring_bytes(p: Any) -> int:
     """Lower bound of one in-memory copy of the broadcast ring (ids, ring order, locations, site delays)."""
     size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
     if p.proximity == "transit-stub":
@@ -83,16 +75,16 @@ def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
     return nodes * (64 + 4 * entries)    # int32 node numbers in the state arrays
 
 
-def router_bytes(topology: TopologyParams) -> int:
+def router_bytes(routers: int) -> int:
     """Lower bound of the bytes of the transit-stub all-pairs delays and next hops (computed in float64)."""
-    return topology.routers ** 2 * 20
+    return routers ** 2 * 20
 
 
 # the Scribe sizes summed exactly over this many ranks at most; the ranks beyond count min_size each
 EXACT_RANKS = 1_000_000
 
 
-def subscriptions(p: TopicWorkload) -> int:
+def subscriptions(p: Any) -> int:
     """Lower bound of a Scribe workload's subscriptions, without an array as long as `topics`."""
     if p.group_size:
         return p.topics * p.group_size
@@ -102,10 +94,10 @@ def subscriptions(p: TopicWorkload) -> int:
 
 def popularity_need(topics: int) -> tuple[str, int, str]:
     """A TNO run's part that grows with its topics: each law (8 bytes a topic) and its draws (24)."""
-    return "topics", topics * 32, f"the popularity laws and draws of {_count(topics)} topics"
+    return "topics", topics * 32, f"the popularity laws and draws of {count_text(topics)} topics"
 
 
-def _count(n: float) -> str:
+def count_text(n: float) -> str:
     """Write a count with thousands separators, or in scientific notation past 10^15."""
     return f"{n:,.0f}" if n < 1e15 else f"{n:.3g}"
 
@@ -129,12 +121,6 @@ def _keys(knobs: Knobs) -> tuple[str, str]:
     return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def _settings(heap: str | None, master: str | None) -> tuple[str, str]:
-    """Return the JVM heap and the Spark master a run gets: as given, else from run.sh's environment."""
-    return (os.environ.get("SCRIBE_DRIVER_MEMORY", "8g") if heap is None else heap,
-            os.environ.get("SCRIBE_MASTER", "local[*]") if master is None else master)
-
-
 # measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
 # BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
 # its heap, the Python driver's per node of the overlay, and each local Python worker's; each kind's
@@ -144,24 +130,22 @@ DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
 WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers
 
 
-def expected_peak(p: OverlayParams, heap_bytes: int, master: str) -> int:
+def expected_peak(p: Any, heap_bytes: int, master: str) -> int:
     """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak."""
     per_node = DRIVER_BYTES_PER_NODE + local_workers(master) * WORKER_BYTES_PER_NODE
     return heap_bytes + JVM_BEYOND_HEAP + per_node * p.peak_nodes()
 
 
-def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
-                 master: str | None = None) -> str | None:
+def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> str | None:
     """Return a line when an overlay run's estimated peak exceeds this machine's memory, else None.
 
     Defaults as in `check`. The figures per node come from S1's workload, so for lighter jobs the
     estimate is high; a run above it may still finish, and one below it is not promised to.
     """
-    if not isinstance(p, OverlayParams):
+    if not has_overlay(p):
         return None
     limit = machine_bytes() if limit is None else limit
-    heap, master = _settings(heap, master)
-    peak = expected_peak(p, java_bytes(heap, "SCRIBE_DRIVER_MEMORY"), master)
+    peak = expected_peak(p, memory_bytes(heap, "SCRIBE_DRIVER_MEMORY"), master)
     if peak <= limit:
         return None
     workers = local_workers(master)
@@ -173,40 +157,9 @@ def peak_warning(p: Any, limit: int | None = None, heap: str | None = None,
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 
 
-def needs(p: Any) -> list[tuple[Knobs, int, str]]:
-    """Return (key or keys, bytes, what) for the parts of a run that grow with its parameters."""
-    out = []
-    if isinstance(p, OverlayParams):
-        nodes = p.peak_nodes()
-        out.append(("nodes", node_bytes(nodes, p.b, p.leaf_set, p.neighborhood),
-                    f"{nodes:,} nodes' ids and Pastry state"))
-        if p.proximity == "transit-stub":
-            out.append(("topology", router_bytes(p.topology),
-                        f"all-pairs delays of {p.topology.routers:,} routers"))
-    if isinstance(p, (PastryHopsParams, PastryFailuresParams, PastryJoinsParams, ChurnParams)):
-        out.append(("lookups", p.lookups * 48, f"{p.lookups:,} lookups"))
-    if isinstance(p, TopicWorkload):
-        subs = subscriptions(p)
-        out.append(("topics", (subs + p.topics) * 16,
-                    f"{_count(subs)} subscriptions to {_count(p.topics)} topics"))
-    if isinstance(p, ScribeRepairParams):
-        out.append(("rounds", p.topics * p.rounds * 8,
-                    f"the publication draws of {_count(p.topics)} topics over {_count(p.rounds)} rounds"))
-    if isinstance(p, (TnoSizeParams, TnoOrderingParams, TnoSequencerParams)):
-        k = max(p.topics_per_client) if isinstance(p.topics_per_client, tuple) else p.topics_per_client
-        if isinstance(p, TnoSequencerParams):   # the sweep against subscriptions gives each client more
-            k = max(k, *p.subscription_sweep)
-        out.append(("clients", p.clients * k * 16, f"{_count(p.clients * k)} subscriptions"))
-        out.append(popularity_need(p.topics))
-    if isinstance(p, TnoSequencerParams):
-        rate, knob = max((max(p.rates), "rates"), (p.subscription_rate, "subscription_rate"))
-        events = min(rate * p.duration_s, 1e300)   # a product of two finite numbers may overflow
-        shown = _count(events) if events < 1e300 else "over 1e+300"
-        out.append(((knob, "duration_s"), int(events * 512),
-                    f"{shown} simulated events (the highest rate, in '{knob}', times duration_s)"))
-    if isinstance(p, TnoOrderingParams):
-        out.append(("events", p.events * 512, f"{p.events:,} simulated events"))
-    return out
+def has_overlay(p: Any) -> bool:
+    """Whether a run builds a Pastry overlay (its parameters say how many nodes at most)."""
+    return hasattr(p, "peak_nodes")
 
 
 def require(key: Knobs, size: int, what: str, limit: int | None = None) -> None:
@@ -218,21 +171,19 @@ def require(key: Knobs, size: int, what: str, limit: int | None = None) -> None:
                           f"{_human(limit)} of memory; lower {lower}")
 
 
-def check(p: Any, limit: int | None = None, heap: str | None = None, master: str | None = None) -> None:
+def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
     """Raise ConfigError naming the key when a run cannot fit in `limit` bytes (default: this machine).
 
-    `heap` is the JVM heap (default: $SCRIBE_DRIVER_MEMORY or 8g) and `master` the Spark master
-    (default: $SCRIBE_MASTER or local[*]); together they say how much memory the Python processes
-    have left and how many ring copies they hold.
+    `heap` is the JVM heap (SCRIBE_DRIVER_MEMORY) and `master` the Spark master; together they say
+    how much memory the Python processes have left and how many ring copies they hold.
     """
     limit = machine_bytes() if limit is None else limit
-    heap, master = _settings(heap, master)
-    heap_bytes = java_bytes(heap, "SCRIBE_DRIVER_MEMORY")
+    heap_bytes = memory_bytes(heap, "SCRIBE_DRIVER_MEMORY")
     if heap_bytes >= limit:
         raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {_human(heap_bytes)} leaves nothing of this "
                           f"machine's {_human(limit)} of memory for the Python processes; "
                           "lower SCRIBE_DRIVER_MEMORY")
-    parts = needs(p)
+    parts = p.needs()
     for key, size, what in parts:
         require(key, size, what, limit)
     total = sum(size for _, size, _ in parts)
@@ -242,7 +193,7 @@ def check(p: Any, limit: int | None = None, heap: str | None = None, master: str
         raise ConfigError(f"{named}: this run needs at least {_human(total)} in all, more than this "
                           f"machine's {_human(limit)} of memory; its largest part is {what} "
                           f"({_human(size)}): lower {lower}")
-    if isinstance(p, OverlayParams):
+    if has_overlay(p):
         copies = 1 + local_workers(master)
         ring = ring_bytes(p) * copies
         if ring > limit - heap_bytes:

@@ -1,21 +1,32 @@
-"""Experiment parameters: frozen dataclasses loaded from TOML and validated in one place.
+"""Experiment parameters: frozen dataclasses of declared knobs, loaded from TOML and checked in one place.
 
-Every problem is reported as a `ConfigError` whose one-line message names the key and
-the reason; jobs turn it into a non-zero exit before Spark starts or anything is written.
+Each field is a `knobs.knob`: what it means, its unit and the values the code can run. The
+loader checks those; a class's `validate` checks what relates several knobs, and its `needs`
+says what memory the run needs at least, by knob (`capacity` weighs that against the machine).
+Every problem is a `ConfigError` whose one-line message names the key and the reason; jobs
+turn it into a non-zero exit before Spark starts or anything is written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from scribe_spark.topology import MODELS
+from scribe_spark import capacity, laws
+from scribe_spark.knobs import INT_MAX, ConfigError, count, knob, share
+from scribe_spark.topology import MODELS, load_matrix
 
-
-class ConfigError(ValueError):
-    """A parameter is unknown, of the wrong type, or impossible."""
+DELAY_MAX_MS = 100_000.0   # one link or one matrix entry: beyond 100 s a delay is a unit mistake
+TIME_MAX_MS = 3.6e9        # any duration in ms: a thousand hours
+RATE_MAX = 10_000_000.0    # events per second
+PARTITIONS_MAX = 10_000    # Spark tasks per superstep: more cost more in start-up than they gain
+TNO_TOPICS_MAX = 10_000_000
+CHAINS = ("etree", "interval", "literal")                      # tno.sequencer.CHAINS
+PRECEDENCE = ("topic_id", "reverse_topic_id", "popular_first", "popular_last")   # tno.sequencer.PRECEDENCE
+TOPIC_ROOTS = ("hash", "creator_publisher", "creator_member")   # how S1/S2 name topics
 
 
 def is_file(path: str | Path) -> bool:
@@ -34,26 +45,34 @@ def is_dir(path: str | Path) -> bool:
         return False
 
 
+def delay(default: float, doc: str) -> Any:
+    """Declare a link delay in ms."""
+    return knob(default, doc, unit="ms", lo=0.0, hi=DELAY_MAX_MS, lo_open=True,
+                why_hi="a link of over 100 s is a unit mistake")
+
+
+def popularity_model(name: Any) -> str | None:
+    """Why a popularity model name is refused, or None."""
+    try:
+        laws.parse_model(name)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 @dataclass(frozen=True)
 class TopologyParams:
     """Transit-stub router graph (SPEC section 5); delays in ms."""
 
-    transit_domains: int = 10
-    routers_per_transit: int = 5
-    stubs_per_transit_router: int = 10
-    routers_per_stub: int = 10
-    edge_prob: float = 0.3
-    delay_transit_transit: float = 20.0
-    delay_inter_transit: float = 50.0
-    delay_transit_stub: float = 5.0
-    delay_stub_stub: float = 2.0
-
-    def validate(self, at: str) -> None:
-        for f in ("transit_domains", "routers_per_transit", "stubs_per_transit_router", "routers_per_stub"):
-            _require(getattr(self, f) >= 1, f"{at}{f}", "must be >= 1", getattr(self, f))
-        _require(0.0 <= self.edge_prob <= 1.0, f"{at}edge_prob", "must be in [0, 1]", self.edge_prob)
-        for f in ("delay_transit_transit", "delay_inter_transit", "delay_transit_stub", "delay_stub_stub"):
-            _require(getattr(self, f) > 0, f"{at}{f}", "must be > 0", getattr(self, f))
+    transit_domains: int = count(10, "transit domains", hi=1000)
+    routers_per_transit: int = count(5, "routers in each transit domain", hi=1000)
+    stubs_per_transit_router: int = count(10, "stub domains hanging off each transit router", hi=1000)
+    routers_per_stub: int = count(10, "routers in each stub domain", hi=1000)
+    edge_prob: float = share(0.3, "extra-edge probability inside a domain, on top of a random tree")
+    delay_transit_transit: float = delay(20.0, "link inside a transit domain")
+    delay_inter_transit: float = delay(50.0, "link between transit domains")
+    delay_transit_stub: float = delay(5.0, "transit router to stub domain")
+    delay_stub_stub: float = delay(2.0, "link inside a stub domain")
 
     @property
     def routers(self) -> int:
@@ -63,28 +82,46 @@ class TopologyParams:
 
 @dataclass(frozen=True)
 class OverlayParams:
-    """Pastry knobs of every job that builds an overlay (SPEC section 2), validated once here."""
+    """Pastry knobs of every job that builds an overlay (SPEC section 2)."""
 
-    b: int = 4
-    leaf_set: int = 16
-    neighborhood: int = 32
-    seed: int = 1
-    topology: TopologyParams = field(default_factory=TopologyParams)
+    b: int = knob(4, "bits per digit of an id (must divide 128)", choices=(1, 2, 4, 8))
+    leaf_set: int = count(16, "leaf-set size |L|, even, below the overlay's size", lo=2, hi=256,
+                          why_hi="larger leaf sets are not Pastry's")
+    neighborhood: int = count(32, "neighborhood-set size |M|, below the overlay's size", lo=0, hi=256,
+                              why_hi="larger sets are not Pastry's")
+    seed: int = knob(1, "seed of every random stream of the run", lo=0, hi=INT_MAX)
+    topology: TopologyParams = knob(TopologyParams(), "the transit-stub network, when it is the proximity "
+                                    "model",
+                                    only_with=("proximity", "transit-stub"))
 
     def peak_nodes(self) -> int:
         """The most Pastry nodes the run holds at once (every job's parameters have `nodes`)."""
         nodes = self.nodes   # type: ignore[attr-defined]
         return max(nodes) if isinstance(nodes, tuple) else nodes
 
-    def validate_overlay(self, nodes: int) -> None:
-        """Check the Pastry keys and the proximity model for an overlay of up to `nodes` nodes."""
-        _require(1 <= self.b <= 8 and 128 % self.b == 0, "b", "must be in 1..8 and divide 128", self.b)
-        _require(self.leaf_set >= 2 and self.leaf_set % 2 == 0, "leaf_set", "must be an even number >= 2",
+    def least_nodes(self) -> int:
+        """The fewest Pastry nodes an overlay of the run has."""
+        nodes = self.nodes   # type: ignore[attr-defined]
+        return min(nodes) if isinstance(nodes, tuple) else nodes
+
+    def validate_overlay(self) -> None:
+        """Check the Pastry sets against the overlay's size and the proximity model."""
+        _require(self.leaf_set % 2 == 0, "leaf_set", "must be even", self.leaf_set)
+        least = self.least_nodes()
+        _require(self.leaf_set < least, "leaf_set", f"must be below the overlay's size ({least} nodes)",
                  self.leaf_set)
-        _require(self.neighborhood >= 0, "neighborhood", "must be >= 0", self.neighborhood)
-        _require(self.proximity in MODELS, "proximity", f"must be one of {', '.join(MODELS)}", self.proximity)
-        _require_seed(self.seed)
-        self.topology.validate("topology.")
+        _require(self.neighborhood < least, "neighborhood",
+                 f"must be below the overlay's size ({least} nodes)", self.neighborhood)
+
+    def overlay_needs(self) -> list[tuple[Any, int, str]]:
+        """The memory an overlay of `peak_nodes` needs at least: node state and router delays."""
+        nodes = self.peak_nodes()
+        out = [("nodes", capacity.node_bytes(nodes, self.b, self.leaf_set, self.neighborhood),
+                f"{nodes:,} nodes' ids and Pastry state")]
+        if self.proximity == "transit-stub":   # type: ignore[attr-defined]
+            out.append(("topology", capacity.router_bytes(self.topology.routers),
+                        f"all-pairs delays of {self.topology.routers:,} routers"))
+        return out
 
 
 @dataclass(frozen=True)
@@ -98,29 +135,31 @@ class OnRouters(OverlayParams):
 class AnyProximity(OverlayParams):
     """An overlay under a proximity model the user picks, a latency matrix included."""
 
-    proximity: str = "plane"
-    matrix: str = ""
+    proximity: str = knob("plane", "proximity model", choices=MODELS)
+    matrix: str = knob("", "latency matrix file (.npy or text, N x N ms)", only_with=("proximity", "matrix"))
 
-    def validate_overlay(self, nodes: int) -> None:
-        """Also check the latency matrix file and that it has a site for each of `nodes` nodes."""
-        super().validate_overlay(nodes)
+    def validate_overlay(self) -> None:
+        """Also check the latency matrix file and that it has a site for each node."""
         if self.proximity == "matrix":
             _require(bool(self.matrix), "matrix", "must name a latency matrix file when proximity = 'matrix'",
                      self.matrix)
             _require(is_file(self.matrix), "matrix", "file not found", self.matrix)
             sites = _matrix_sites(self.matrix)
+            nodes = self.peak_nodes()
             _require(nodes <= sites, "nodes", f"{nodes} nodes exceed the {sites} sites of the latency matrix",
                      nodes)
+        super().validate_overlay()
 
 
 @dataclass(frozen=True)
 class TopicWorkload:
     """Scribe topics of subscribers by rank: floor(N r^-size_exponent + 0.5), at least min_size, or fixed."""
 
-    topics: int = 1500
-    size_exponent: float = 1.25
-    min_size: int = 1
-    group_size: int = 0
+    topics: int = count(1500, "Scribe topics")
+    size_exponent: float = knob(1.25, "topic of rank r has floor(nodes * r^-size_exponent + 0.5) subscribers",
+                                lo=0.0, hi=100.0, lo_open=True)
+    min_size: int = count(1, "least subscribers of a topic")
+    group_size: int = count(0, "subscribers of every topic; 0 = sizes from size_exponent", lo=0)
 
     def sizes(self, ranks: int | None = None) -> np.ndarray:
         """Return the subscribers of the topics of the first `ranks` ranks (default: every topic)."""
@@ -134,22 +173,25 @@ class TopicWorkload:
 
     def validate_topics(self, nodes: int) -> None:
         """Check the topic workload for `nodes` nodes."""
-        _require(self.topics >= 1, "topics", "must be >= 1", self.topics)
-        _require(self.size_exponent > 0, "size_exponent", "must be > 0", self.size_exponent)
-        _require(1 <= self.min_size <= nodes, "min_size", f"must be in 1..nodes ({nodes})", self.min_size)
-        _require(0 <= self.group_size <= nodes, "group_size",
+        _require(self.min_size <= nodes, "min_size", f"must be in 1..nodes ({nodes})", self.min_size)
+        _require(self.group_size <= nodes, "group_size",
                  f"must be in 0..nodes ({nodes}); 0 = sizes from size_exponent", self.group_size)
+
+    def topic_needs(self) -> list[tuple[Any, int, str]]:
+        """The memory of the subscriptions and topics."""
+        subs = capacity.subscriptions(self)
+        return [("topics", (subs + self.topics) * 16,
+                 f"{capacity.count_text(subs)} subscriptions to {capacity.count_text(self.topics)} topics")]
 
 
 @dataclass(frozen=True)
 class Failures:
     """`fail_fraction`, the share of nodes that fail at once (P3, S3), and its checks."""
 
-    fail_fraction: float = 0.10
+    fail_fraction: float = share(0.10, "share of nodes that fail silently at once", hi_open=True)
 
     def validate_failures(self, nodes: int, live: int, least: str) -> int:
         """Check fail_fraction leaves `live` of `nodes` alive (`least` says why); return the failing count."""
-        _require(0.0 <= self.fail_fraction < 1.0, "fail_fraction", "must be in [0, 1)", self.fail_fraction)
         failing = round(self.fail_fraction * nodes)
         _require(nodes - failing >= live, "fail_fraction", f"must leave at least {least} live nodes",
                  self.fail_fraction)
@@ -160,41 +202,53 @@ class Failures:
 class Replicas:
     """`replicas`, the root's leaf-set nodes that replicate its topic state (S3, churn), and its check."""
 
-    replicas: int = 5
+    replicas: int = count(5, "root state replicated on this many of the root's leaf-set nodes nearest the "
+                             "topicId", hi=256)
 
     def validate_replicas(self, leaf_set: int) -> None:
         """Check the replicas fit in the leaf set."""
-        _require(1 <= self.replicas <= leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
+        _require(self.replicas <= leaf_set, "replicas", "must be in 1..leaf_set", self.replicas)
 
 
 class TnoDeployment:
-    """Checks of the keys T2 and T3 share: topics, popularity, chains, servers and regions."""
+    """Checks of the keys T2 and T3 share: topics, popularity and servers."""
 
     topics: int
     topics_per_client: int
     popularity: str | tuple[str, ...]
-    chains: tuple[str, ...]
     servers: int
-    regions: int
+    clients: int
 
     def validate_deployment(self) -> None:
-        """Check the topics, the subscriptions per client, the chains and the sequencing servers."""
-        _require_chains(self.chains)
-        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require(1 <= self.topics_per_client <= self.topics, "topics_per_client",
+        """Check the subscriptions per client, the popularity laws and the sequencing servers."""
+        _require(self.topics_per_client <= self.topics, "topics_per_client",
                  f"must be in 1..topics ({self.topics})", self.topics_per_client)
-        _require_models(self.popularity, self.topics)
-        _require(1 <= self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
+        _require_laws(self.popularity, self.topics)
+        _require(self.servers <= self.topics, "servers", f"must be in 1..topics ({self.topics})",
                  self.servers)
-        _require(self.regions >= 1, "regions", "must be >= 1", self.regions)
+
+    def client_needs(self, per_client: int) -> list[tuple[Any, int, str]]:
+        """The memory of the subscriptions and of the popularity laws."""
+        subs = self.clients * per_client
+        return [("clients", subs * 16, f"{capacity.count_text(subs)} subscriptions"),
+                capacity.popularity_need(self.topics)]
 
 
 def _matrix_sites(path: str) -> int:
-    from scribe_spark.topology import load_matrix
+    """The sites of a latency matrix, checked for what the models assume of delays."""
     try:
-        return len(load_matrix(path))
+        m = load_matrix(path)
     except ValueError as e:
         raise ConfigError(f"key 'matrix': {e}") from None
+    off = ~np.eye(len(m), dtype=bool)
+    if (m[off] <= 0).any():
+        i, j = np.argwhere((m <= 0) & off)[0]
+        raise ConfigError(f"key 'matrix': {path}: delay 0 between distinct sites {i} and {j} (row {i + 1}); "
+                          "only the diagonal may be 0, as every hop costs time")
+    if (m > DELAY_MAX_MS).any():
+        raise ConfigError(f"key 'matrix': {path}: delays must be at most {DELAY_MAX_MS:,.0f} ms "
+                          f"(got {float(m.max()):g})")
+    return len(m)
 
 
 def _require(ok: bool, key: str, reason: str, value: Any) -> None:
@@ -202,218 +256,230 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
-def _require_seed(seed: int) -> None:
-    """Check a `seed`: NumPy seeds its generators from non-negative integers only."""
-    _require(seed >= 0, "seed", "must be >= 0", seed)
-
-
-def _require_sweep(key: str, values: tuple, what: str | None) -> None:
-    """Check a swept list: at least one `what` (None: it may be empty), and no value twice."""
-    if what is not None:
-        _require(len(values) > 0, key, f"must list at least one {what}", list(values))
-    _require(len(set(values)) == len(values), key, "values must be distinct (each is one sweep point)",
-             list(values))
-
-
 def _require_partitions(partitions: int, nodes: int) -> None:
     """Check `partitions`: 0 (automatic) or a count no larger than the largest overlay."""
-    _require(0 <= partitions <= nodes, "partitions", f"must be in 0..nodes ({nodes}; 0 = automatic)",
-             partitions)
+    _require(partitions <= nodes, "partitions", f"must be in 0..nodes ({nodes}; 0 = automatic)", partitions)
 
 
-def _require_choices(key: str, values: tuple[str, ...], allowed, what: str) -> None:
-    """Check a list of named choices: non-empty, distinct, each one of `allowed`."""
-    _require(len(values) > 0 and len(set(values)) == len(values), key, f"must list distinct {what}",
-             list(values))
-    for v in values:
-        _require(v in allowed, key, f"{what} are {', '.join(allowed)}", v)
-
-
-def _require_chains(chains: tuple[str, ...]) -> None:
-    """Check a `chains` value: a non-empty list of distinct chain rules."""
-    from scribe_spark.tno.sequencer import CHAINS
-    _require_choices("chains", chains, CHAINS, "chain rules")
-
-
-def _require_models(models: tuple[str, ...] | str, topics: int) -> None:
-    """Check a `popularity` value: one model name, or a non-empty list of them."""
-    from scribe_spark import capacity
-    from scribe_spark.workloads.popularity import parse_model, popularity
-    # the check below computes each law, so the topics must fit before it runs
+def _require_laws(models: tuple[str, ...] | str, topics: int) -> None:
+    """Check that each popularity law gives every one of `topics` topics a probability above 0."""
+    # the check computes each law, so the topics must fit before it runs
     capacity.require(*capacity.popularity_need(topics))
-    names = (models,) if isinstance(models, str) else models
-    _require(len(names) > 0, "popularity", "must list at least one model", list(names))
-    _require(len(set(names)) == len(names), "popularity", "models must be distinct", list(names))
-    for m in names:
-        try:
-            parse_model(m)
-        except ValueError as e:
-            raise ConfigError(f"key 'popularity': {e}") from None
-        _require(popularity(max(topics, 1), m).min() > 0, "popularity",
+    for m in (models,) if isinstance(models, str) else models:
+        _require(laws.popularity(max(topics, 1), m).min() > 0, "popularity",
                  f"the law gives some of the {topics} topics probability 0 (shape too large)", m)
+
+
+def _bounded_work(keys: str, amount: float, most: float, what: str, lower: str) -> None:
+    """Refuse a run whose sequential work (`amount` of `what`) exceeds `most`, naming the keys."""
+    if not amount <= most:
+        shown = f"{amount:,.0f}" if amount < 1e15 else f"{amount:.3g}"
+        raise ConfigError(f"keys {keys}: {shown} {what}, more than the {most:,.0f} a run can take; {lower}")
+
+
+def node_counts(default: Any, doc: str, least: int = 2) -> Any:
+    """Declare `nodes`: an overlay size, or a list of them."""
+    return count(default, doc, lo=least, min_items=1)
 
 
 @dataclass(frozen=True)
 class PastryHopsParams(AnyProximity):
     """SPEC P1 + P2: hops and relative route distance vs overlay size."""
 
-    nodes: tuple[int, ...] = (1000, 3000, 10000, 30000, 100000)
-    lookups: int = 200_000
-    save_routes: bool = False
-    partitions: int = 0
+    nodes: tuple[int, ...] = node_counts((1000, 3000, 10000, 30000, 100000),
+                                         "overlay sizes, one sweep point each")
+    lookups: int = count(200_000, "lookups between random node pairs, per size and mode")
+    save_routes: bool = knob(False, "also write nodes.parquet and routes.parquet")
+    partitions: int = count(0, "Spark partitions of the node state; 0 = automatic", lo=0, hi=PARTITIONS_MAX,
+                            why_hi="more tasks per superstep cost more than they gain")
 
     def validate(self) -> None:
-        _require_sweep("nodes", self.nodes, "overlay size")
-        for n in self.nodes:
-            _require(n >= 2, "nodes", "every size must be >= 2", n)
-        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        self.validate_overlay(max(self.nodes))
+        self.validate_overlay()
         _require_partitions(self.partitions, max(self.nodes))
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
+
+
+JOIN_BATCHES_MAX = 1000   # each batch is several superstep loops
 
 
 @dataclass(frozen=True)
 class PastryJoinsParams(AnyProximity):
     """Pastry paper, routing-table quality: an overlay grown by joins, with each second join phase."""
 
-    nodes: int = 5000
-    initial: int = 500
-    batch: int = 500
-    lookups: int = 50_000
-    improve: tuple[str, ...] = ("none", "rows", "tables")
+    nodes: int = node_counts(5000, "overlay size at the end")
+    initial: int = count(500, "nodes that start converged", lo=2)
+    batch: int = count(500, "newcomers joining concurrently in one batch")
+    lookups: int = count(50_000, "lookups from random nodes to random keys, on each grown overlay")
+    improve: tuple[str, ...] = knob(("none", "rows", "tables"), "second join phases: none (route alone), "
+                                    "rows, tables", choices=("none", "rows", "tables"), min_items=1)
 
     def validate(self) -> None:
-        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(2 <= self.initial < self.nodes, "initial", f"must be in 2..nodes - 1 ({self.nodes - 1})",
+        _require(self.initial < self.nodes, "initial", f"must be in 2..nodes - 1 ({self.nodes - 1})",
                  self.initial)
-        _require(self.batch >= 1, "batch", "must be >= 1", self.batch)
-        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        _require_choices("improve", self.improve, ("none", "rows", "tables"), "second join phases")
-        self.validate_overlay(self.nodes)
+        batches = math.ceil((self.nodes - self.initial) / self.batch)
+        _bounded_work("'nodes', 'initial' and 'batch'", batches, JOIN_BATCHES_MAX, "join batches",
+                      "raise 'batch'")
+        _require(self.leaf_set < self.initial, "leaf_set", f"must be below initial ({self.initial} nodes)",
+                 self.leaf_set)
+        self.validate_overlay()
 
-
-TOPIC_ROOTS = ("hash", "creator_publisher", "creator_member")   # how S1/S2 name topics (README)
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
 
 
 @dataclass(frozen=True)
 class ScribeParams(TopicWorkload, OnRouters):
     """SPEC S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
 
-    nodes: int = 100_000
-    bad_credentials: float = 0.001
-    save_trees: bool = False
-    partitions: int = 0
-    topic_root: str = "hash"
+    nodes: int = node_counts(100_000, "Scribe (Pastry) nodes, attached to random stub routers by 1 ms LAN "
+                                      "links")
+    bad_credentials: float = share(0.001, "extra subscribe/publish requests with forged credentials (share "
+                                          "of "
+                                          "subscriptions); refused and counted")
+    save_trees: bool = knob(False, "also write trees.parquet, subscriptions.parquet and nodes.parquet")
+    partitions: int = count(0, "Spark partitions of the node state; 0 = automatic", lo=0, hi=PARTITIONS_MAX,
+                            why_hi="more tasks per superstep cost more than they gain")
+    topic_root: str = knob("hash", "topic naming: hash = SHA-1(name || creator); creator_publisher / "
+                                   "creator_member: topicId = the creator's nodeId prefix, the creator is "
+                                   "root",
+                           choices=TOPIC_ROOTS)
 
     def validate(self) -> None:
-        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_topics(self.nodes)
-        _require(self.topic_root in TOPIC_ROOTS, "topic_root", f"must be one of {', '.join(TOPIC_ROOTS)}",
-                 self.topic_root)
-        _require(0.0 <= self.bad_credentials <= 1.0, "bad_credentials", "must be in [0, 1]",
-                 self.bad_credentials)
-        self.validate_overlay(self.nodes)
+        self.validate_overlay()
         _require_partitions(self.partitions, self.nodes)
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return self.overlay_needs() + self.topic_needs()
 
 
 @dataclass(frozen=True)
 class TnoSizeParams:
     """SPEC T1: TNO timestamp size vs subscriptions."""
 
-    clients: int = 10_000
-    topics: int = 1000
-    topics_per_client: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200)
-    popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
-    causal: bool = False
-    seed: int = 1
+    clients: int = count(10_000, "clients, each subscribing to topics_per_client distinct topics")
+    topics: int = count(1000, "topics", lo=2, hi=TNO_TOPICS_MAX, why_hi="each law is computed per topic")
+    topics_per_client: tuple[int, ...] = count((1, 2, 5, 10, 20, 50, 100, 200),
+                                               "distinct topics each client subscribes to (one sweep point "
+                                               "each)",
+                                               min_items=1)
+    popularity: tuple[str, ...] = knob(("geographic", "spray_and_diffuse"), "popularity models: geographic, "
+                                       "spray_and_diffuse, skewed, spread or pareto:<shape>",
+                                       check=popularity_model, min_items=1)
+    causal: bool = knob(False, "causal variant: groups from one shared subscription instead of two")
+    seed: int = knob(1, "seed of every random stream of the run", lo=0, hi=INT_MAX)
 
     def validate(self) -> None:
-        _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
-        _require(self.topics >= 2, "topics", "must be >= 2", self.topics)
-        _require_sweep("topics_per_client", self.topics_per_client, "value")
         for k in self.topics_per_client:
-            _require(1 <= k <= self.topics, "topics_per_client",
+            _require(k <= self.topics, "topics_per_client",
                      f"every value must be in 1..topics ({self.topics})", k)
-        _require_models(self.popularity, self.topics)
-        _require_seed(self.seed)
+        _require_laws(self.popularity, self.topics)
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        subs = self.clients * max(self.topics_per_client)
+        return [("clients", subs * 16, f"{capacity.count_text(subs)} subscriptions"),
+                capacity.popularity_need(self.topics)]
+
+
+TICKS_MAX = 1_000_000   # the unreliable scenarios' TTL checks, each over every subscriber
 
 
 @dataclass(frozen=True)
 class TnoOrderingParams(TnoDeployment, OnRouters):
     """SPEC T3: TNO over Scribe trees whose per-hop delays reorder events."""
 
-    nodes: int = 2000
-    clients: int = 300
-    topics: int = 50
-    topics_per_client: int = 5
-    popularity: str = "spread"
-    events: int = 3000
-    rate: float = 500.0
-    jitter: float = 0.5
-    subscription_changes: int = 30
-    loss: float = 0.02
-    loss_sweep: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05)
-    recovery_after_ms: float = 50.0
-    recovery_timeout_ms: float = 300.0
-    ttl_ms: float = 2000.0
-    buffer_size: int = 100
-    servers: int = 5
-    regions: int = 2
-    chains: tuple[str, ...] = ("etree", "interval", "literal")
-    causal: bool = False
-    engine: str = "process"
+    nodes: int = node_counts(2000, "Scribe (Pastry) nodes on the transit-stub network")
+    clients: int = count(300, "subscribers and publishers, a subset of the nodes")
+    topics: int = count(50, "topics", lo=2, hi=TNO_TOPICS_MAX, why_hi="each law is computed per topic")
+    topics_per_client: int = count(5, "distinct topics each client subscribes to")
+    popularity: str = knob("spread", "popularity model, as in tno_timestamp_size", check=popularity_model)
+    events: int = count(3000, "publications")
+    rate: float = knob(500.0, "publications per second (uniform times)", unit="1/s", lo=0.0, hi=RATE_MAX,
+                       lo_open=True)
+    jitter: float = share(0.5, "each hop's delay is multiplied by 1 + jitter * U(-1, 1)", hi_open=True)
+    subscription_changes: int = count(30, "clients that add topics during the run", lo=0)
+    loss: float = knob(0.02, "ENS delivery loss in the unreliable scenario", lo=0.0, hi=0.5,
+                       why_hi="beyond, retransmissions outnumber deliveries")
+    loss_sweep: tuple[float, ...] = knob((0.005, 0.01, 0.02, 0.05), "ENS and sequencer losses, each run "
+                                         "without and with recovery; [] = no sweep", lo=0.0, hi=0.5,
+                                         why_hi="beyond, retransmissions outnumber deliveries")
+    recovery_after_ms: float = knob(50.0, "a subscriber asks its Scribe parent for a missing event this long "
+                                          "after an arrival", unit="ms", lo=0.0, hi=TIME_MAX_MS)
+    recovery_timeout_ms: float = knob(300.0, "unanswered recovery requests and lost sequencer messages are "
+                                             "sent again after this", unit="ms", lo=1.0, hi=TIME_MAX_MS)
+    ttl_ms: float = knob(2000.0, "unreliable mode: an event waits at most this long", unit="ms", lo=1.0,
+                         hi=TIME_MAX_MS)
+    buffer_size: int = count(100, "unreliable mode: at most this many buffered events", hi=10_000_000)
+    servers: int = count(5, "TM servers (contiguous topic ranges)")
+    regions: int = count(2, "regions of servers and clients: same region = short link")
+    chains: tuple[str, ...] = knob(CHAINS, "chain rules, each running the four scenarios", choices=CHAINS,
+                                   min_items=1)
+    causal: bool = knob(False, "causal variant: groups from one shared subscription instead of two")
+    engine: str = knob("process", "process: one discrete-event simulation; spark: ENS and subscribers in "
+                                  "Spark",
+                       choices=("process", "spark"))
 
     def validate(self) -> None:
-        _require(self.engine in ("process", "spark"), "engine", "must be 'process' or 'spark'", self.engine)
-        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
-        _require(1 <= self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})",
-                 self.clients)
+        _require(self.clients <= self.nodes, "clients", f"must be in 1..nodes ({self.nodes})", self.clients)
         self.validate_deployment()
-        _require(self.events >= 1, "events", "must be >= 1", self.events)
-        _require(self.rate > 0, "rate", "must be > 0 (events per second)", self.rate)
-        _require(0.0 <= self.jitter < 1.0, "jitter", "must be in [0, 1)", self.jitter)
-        _require(0 <= self.subscription_changes <= self.clients, "subscription_changes",
+        _require(self.subscription_changes <= self.clients, "subscription_changes",
                  f"must be in 0..clients ({self.clients})", self.subscription_changes)
-        _require(0.0 <= self.loss < 1.0, "loss", "must be in [0, 1)", self.loss)
-        for x in self.loss_sweep:
-            _require(0.0 <= x < 1.0, "loss_sweep", "every value must be in [0, 1)", x)
-        _require_sweep("loss_sweep", self.loss_sweep, None)   # empty: no sweep
-        _require(self.recovery_after_ms >= 0, "recovery_after_ms", "must be >= 0", self.recovery_after_ms)
-        _require(self.recovery_timeout_ms > 0, "recovery_timeout_ms", "must be > 0", self.recovery_timeout_ms)
-        _require(self.ttl_ms > 0, "ttl_ms", "must be > 0", self.ttl_ms)
-        _require(self.buffer_size >= 1, "buffer_size", "must be >= 1", self.buffer_size)
-        self.validate_overlay(self.nodes)
+        if self.loss or self.loss_sweep:
+            span_ms = 1000.0 * self.events / self.rate
+            ticks = 5 * span_ms / self.ttl_ms + 100
+            _bounded_work("'events', 'rate' and 'ttl_ms'", ticks, TICKS_MAX,
+                          "TTL checks (one every ttl_ms / 5 over the 1000 * events / rate ms of "
+                          "publications)",
+                          "raise 'rate' or 'ttl_ms', or lower 'events'")
+        self.validate_overlay()
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return (self.overlay_needs() + self.client_needs(self.topics_per_client)
+                + [("events", self.events * 512, f"{self.events:,} simulated events")])
 
 
 @dataclass(frozen=True)
 class TnoSequencerParams(TnoDeployment):
     """SPEC T2: latency, throughput and inter-server bandwidth of the multistage sequencer."""
 
-    clients: int = 1000
-    topics: int = 1000
-    servers: int = 5
-    regions: int = 5
-    topics_per_client: int = 10
-    popularity: tuple[str, ...] = ("geographic", "spray_and_diffuse")
-    deployment: str = "geo"
-    precedence: str = "topic_id"
-    chains: tuple[str, ...] = ("etree", "interval", "literal")
-    rates: tuple[float, ...] = (500.0, 1000.0, 2000.0, 5000.0, 10000.0)
-    service_ms: float = 0.05
-    service_sweep_ms: tuple[float, ...] = (0.0, 0.025, 0.05, 0.1, 0.2)
-    duration_s: float = 2.0
-    subscription_sweep: tuple[int, ...] = (2, 5, 10, 20, 50)
-    subscription_rate: float = 5000.0
-    causal: bool = False
-    seed: int = 1
+    clients: int = count(1000, "clients")
+    topics: int = count(1000, "topics", lo=2, hi=TNO_TOPICS_MAX, why_hi="each law is computed per topic")
+    servers: int = count(5, "TM servers: contiguous ranges of topic ids (geo) or of the precedence order "
+                            "(global)")
+    regions: int = count(5, "geo: one per server (must equal servers); global: servers and clients spread "
+                            "over regions at random; same region = short link (10 +- 2 ms), else long "
+                            "(100 +- 10 ms)")
+    topics_per_client: int = count(10, "distinct topics each client subscribes to")
+    popularity: tuple[str, ...] = knob(("geographic", "spray_and_diffuse"), "popularity models, as in "
+                                       "tno_timestamp_size", check=popularity_model, min_items=1)
+    deployment: str = knob("geo", "geo: one server per site, TMs by topic id range, popularity per site; "
+                                  "global: one popularity, TMs by precedence ranges, random regions",
+                           choices=("geo", "global"))
+    precedence: str = knob("topic_id", "topic precedence (global deployment also: popular_first, "
+                                       "popular_last)",
+                           choices=PRECEDENCE)
+    chains: tuple[str, ...] = knob(CHAINS, "chain rules compared side by side", choices=CHAINS, min_items=1)
+    rates: tuple[float, ...] = knob((500.0, 1000.0, 2000.0, 5000.0, 10000.0), "events per second (latency "
+                                    "sweep)", unit="1/s", lo=0.0, hi=RATE_MAX, lo_open=True, min_items=1)
+    service_ms: float = knob(0.05, "time a TM spends on one timestamp stage, in the latency sweep", unit="ms",
+                             lo=0.0, hi=10_000.0, why_hi="a stage of over 10 s is a unit mistake")
+    service_sweep_ms: tuple[float, ...] = knob((0.0, 0.025, 0.05, 0.1, 0.2), "throughput sweep at the "
+                                               "highest "
+                                               "rate; [] = no sweep", unit="ms", lo=0.0, hi=10_000.0,
+                                               why_hi="a stage of over 10 s is a unit mistake")
+    duration_s: float = knob(2.0, "seconds of publications per point (throughput is measured over the second "
+                                  "half)", unit="s", lo=1.0, hi=86_400.0)
+    subscription_sweep: tuple[int, ...] = count((2, 5, 10, 20, 50), "topics per client for the sweep against "
+                                                "total subscriptions", min_items=1)
+    subscription_rate: float = knob(5000.0, "events per second in that sweep", unit="1/s", lo=0.0,
+                                    hi=RATE_MAX, lo_open=True)
+    causal: bool = knob(False, "causal variant: groups from one shared subscription instead of two")
+    seed: int = knob(1, "seed of every random stream of the run", lo=0, hi=INT_MAX)
 
     def validate(self) -> None:
-        from scribe_spark.tno.sequencer import PRECEDENCE
-        _require(self.clients >= 1, "clients", "must be >= 1", self.clients)
         self.validate_deployment()
-        _require(self.deployment in ("geo", "global"), "deployment", "must be 'geo' or 'global'",
-                 self.deployment)
-        _require(self.precedence in PRECEDENCE, "precedence", f"must be one of {', '.join(PRECEDENCE)}",
-                 self.precedence)
         if self.deployment == "geo":
             _require(self.regions == self.servers, "regions",
                      f"the geo deployment has one site per server: must equal servers ({self.servers})",
@@ -423,102 +489,102 @@ class TnoSequencerParams(TnoDeployment):
             _require(not self.precedence.startswith("popular"), "precedence",
                      "popularity differs per site in the geo deployment: use topic_id or reverse_topic_id",
                      self.precedence)
-        _require_sweep("subscription_sweep", self.subscription_sweep, "value")
         for k in self.subscription_sweep:
-            _require(1 <= k <= self.topics, "subscription_sweep",
+            _require(k <= self.topics, "subscription_sweep",
                      f"every value (topics per client) must be in 1..topics ({self.topics})", k)
-        _require(self.subscription_rate > 0, "subscription_rate", "must be > 0 (events per second)",
-                 self.subscription_rate)
-        _require_sweep("rates", self.rates, "rate")
-        for r in self.rates:
-            _require(r > 0, "rates", "every rate must be > 0 (events per second)", r)
-        _require(self.service_ms >= 0, "service_ms", "must be >= 0", self.service_ms)
-        for s in self.service_sweep_ms:
-            _require(s >= 0, "service_sweep_ms", "every value must be >= 0", s)
-        _require_sweep("service_sweep_ms", self.service_sweep_ms, None)   # empty: no sweep
-        _require(self.duration_s >= 1.0, "duration_s",
-                 "must be >= 1 (throughput is measured over the second half of the run)", self.duration_s)
-        _require_seed(self.seed)
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        rate, knob_name = max((max(self.rates), "rates"), (self.subscription_rate, "subscription_rate"))
+        events = rate * self.duration_s
+        return self.client_needs(max(self.topics_per_client, *self.subscription_sweep)) + [
+            ((knob_name, "duration_s"), int(events * 512),
+             f"{capacity.count_text(events)} simulated events (the highest rate, in '{knob_name}', times "
+             "duration_s)")]
 
 
 @dataclass(frozen=True)
 class PastryFailuresParams(Failures, AnyProximity):
     """SPEC P3: routing before failures, after failures without repair, and after repair."""
 
-    nodes: int = 5000
-    lookups: int = 200_000
-    table_repair: str = "lazy"
-    passes: int = 2
+    nodes: int = node_counts(5000, "overlay size")
+    lookups: int = count(200_000, "random keys from random surviving nodes, the same in every phase")
+    table_repair: str = knob("lazy", "lazy: entries repaired when lookups find them dead; eager: all before "
+                                     "routing", choices=("lazy", "eager"))
+    passes: int = count(2, "lazy only: route the lookups this many times in a row after the failure", hi=100,
+                        why_hi="the repair has converged long before")
 
     def validate(self) -> None:
-        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_failures(self.nodes, 2, "2")
-        _require(self.table_repair in ("lazy", "eager"), "table_repair", "must be 'lazy' or 'eager'",
-                 self.table_repair)
-        _require(self.passes >= 1, "passes", "must be >= 1", self.passes)
-        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
-        self.validate_overlay(self.nodes)
+        self.validate_overlay()
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
 
 
 @dataclass(frozen=True)
 class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
     """SPEC S3: Scribe tree repair, with and without the reliable extension, during an event stream."""
 
-    nodes: int = 5000
-    topics: int = 100
-    failed_roots: int = 10
-    rounds: int = 30
-    fail_round: int = 10
-    timeout: int = 3
-    publish_probability: float = 0.5
-    buffer: int = 8
+    nodes: int = node_counts(5000, "overlay size")
+    topics: int = count(100, "Scribe topics")
+    failed_roots: int = count(10, "of the failing nodes, the roots of this many random topics", lo=0)
+    rounds: int = count(30, "heartbeat periods simulated", lo=2, hi=10_000,
+                        why_hi="each round is a Spark job; more is hours")
+    fail_round: int = count(10, "the nodes fail at the start of this round")
+    timeout: int = count(3, "missed heartbeats before a child re-subscribes (and parents expire dead "
+                            "children)")
+    publish_probability: float = share(0.5, "chance that a topic publishes an event in a round (events count "
+                                            "as heartbeats)", lo_open=True)
+    buffer: int = count(8, "reliable extension: events each node keeps for retransmission", lo=0,
+                        hi=10_000_000)
 
     def validate(self) -> None:
-        _require(self.nodes >= 2, "nodes", "must be >= 2", self.nodes)
         self.validate_topics(self.nodes)
         failing = self.validate_failures(self.nodes, self.leaf_set + 2, f"leaf_set + 2 = {self.leaf_set + 2}")
         _require(failing <= self.nodes - self.topics, "fail_fraction",
                  f"must leave at least topics = {self.topics} live nodes "
                  "(every topic's publisher never fails)", self.fail_fraction)
-        _require(0 <= self.failed_roots <= min(self.topics, failing), "failed_roots",
+        _require(self.failed_roots <= min(self.topics, failing), "failed_roots",
                  f"must be in 0..min(topics, failing nodes = {failing})", self.failed_roots)
-        _require(self.timeout >= 1, "timeout", "must be >= 1 round", self.timeout)
-        _require(1 <= self.fail_round, "fail_round", "must be >= 1 (events flow before the failure)",
-                 self.fail_round)
         _require(self.fail_round + self.timeout < self.rounds, "rounds",
                  f"must exceed fail_round + timeout = {self.fail_round + self.timeout}", self.rounds)
-        _require(0.0 < self.publish_probability <= 1.0, "publish_probability", "must be in (0, 1]",
-                 self.publish_probability)
-        _require(self.buffer >= 0, "buffer", "must be >= 0", self.buffer)
         self.validate_replicas(self.leaf_set)
-        self.validate_overlay(self.nodes)
+        self.validate_overlay()
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        draws = ("rounds", self.topics * self.rounds * 8,
+                 f"the publication draws of {capacity.count_text(self.topics)} topics over "
+                 f"{capacity.count_text(self.rounds)} rounds")
+        return self.overlay_needs() + self.topic_needs() + [draws]
 
 
 @dataclass(frozen=True)
 class ChurnParams(TopicWorkload, Replicas, AnyProximity):
     """Churn run: nodes leave and join continuously (exponential sessions) while lookups and events go on."""
 
-    nodes: int = 2000
-    epochs: int = 8
-    epoch_s: float = 60.0
-    mean_session_s: float = 1800.0
-    lookups: int = 20_000
-    topics: int = 30
+    nodes: int = node_counts(2000, "members at the start")
+    epochs: int = count(8, "epochs simulated", hi=10_000, why_hi="each epoch is several Spark jobs")
+    epoch_s: float = knob(60.0, "one epoch: departures, checks before repair, repair, joins, checks after",
+                          unit="s", lo=0.0, hi=86_400.0, lo_open=True)
+    mean_session_s: float = knob(1800.0, "mean session time", unit="s", lo=0.0, hi=1e9, lo_open=True)
+    lookups: int = count(20_000, "random keys from random live members, per check")
+    topics: int = count(30, "Scribe topics")
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)
         _require(self.nodes >= least, "nodes", f"must be >= 2 (leaf_set + 2) = {least}", self.nodes)
-        _require(self.epochs >= 1, "epochs", "must be >= 1", self.epochs)
-        _require(self.epoch_s > 0, "epoch_s", "must be > 0", self.epoch_s)
-        _require(self.mean_session_s > 0, "mean_session_s", "must be > 0", self.mean_session_s)
         _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
                  "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)",
                  self.mean_session_s)
-        _require(self.lookups >= 1, "lookups", "must be >= 1", self.lookups)
         self.validate_topics(self.nodes)
         self.validate_replicas(self.leaf_set)
-        self.validate_overlay(self.peak_nodes())
+        self.validate_overlay()
 
     def peak_nodes(self) -> int:
         """Members and the pool of newcomers."""
         return 2 * self.nodes
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        return (self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
+                + self.topic_needs())
+

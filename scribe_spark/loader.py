@@ -8,7 +8,9 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from scribe_spark.config import ConfigError, is_dir, is_file
+from scribe_spark import knobs
+from scribe_spark.config import is_dir, is_file
+from scribe_spark.knobs import ConfigError
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -51,6 +53,7 @@ def load(cls: type, path: str | Path | None, overrides: list[str] = ()) -> Any:
                 raise ConfigError(f"key '{key}': '{p}' is not a table")
         node[parts[-1]] = value
     params = _build(cls, data, "")
+    knobs.check(params, data)
     params.validate()
     return params
 
