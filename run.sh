@@ -67,16 +67,18 @@ experiments() { for f in jobs/*.py; do basename "$f" .py; done; }
 run_experiment() {
   local name="$1"; shift
   [ -f "jobs/$name.py" ] || bad_input "unknown experiment '$name' (available: $(experiments | tr '\n' ' '))"
-  local master="local[*]" args=()
+  local master="local[*]" debug=0 args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --master) [ $# -ge 2 ] || bad_input "--master needs a URL"; master="$2"; shift 2 ;;
       --master=*) master="${1#--master=}"; shift ;;
+      --debug) debug=1; args+=("$1"); shift ;;
       *) args+=("$1"); shift ;;
     esac
   done
-  # every parameter, the master and the output folder are checked before the JVM starts (exit 2:
-  # bad input; 10: nothing to run, as --resume found the run already complete or --help was asked)
+  # every parameter and SCRIBE_* knob, the master and the output folder are checked before the JVM
+  # starts (exit 2: bad input; 5 and 6: the master; 10: nothing to run, as --resume found the run
+  # already complete or --help was asked)
   local rc=0
   SCRIBE_MASTER="$master" "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
   [ $rc -eq 10 ] && return 0
@@ -87,18 +89,65 @@ run_experiment() {
     *)  # executors may be on other machines: ship the library with the job
         extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
   esac
-  # stderr goes through quiet_jvm, stdout straight through (fd 3)
-  { spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
+  submit "$debug" --master "$master" ${extra[@]+"${extra[@]}"} \
     --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
     --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
     --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
-    "jobs/$name.py" ${args[@]+"${args[@]}"} 2>&1 1>&3 3>&- | quiet_jvm; } 3>&1
+    "jobs/$name.py" ${args[@]+"${args[@]}"} || exit $?
 }
 
-quiet_jvm() {
-  # JVM start-up notices a user cannot act on; Spark's own errors and Python tracebacks pass
-  grep -v --line-buffered -e '^WARNING: Using incubator modules: jdk.incubator.vector$' >&2 || true
+# A run ends in one line. SIGINT (Ctrl-C) or SIGTERM sent to this script is passed on to the job's
+# Python driver, which leaves its folder resumable and says so in one line through $dir/status; a
+# second signal kills the job at once (kill -9 of the whole group does too). Without --debug, the job's
+# stderr shows only our own lines ("<job>: error: ...", "<job>: warning: ..."): Spark's log lines, and
+# the tracebacks its workers print as they are stopped, are not for a user to read. Progress goes to
+# stdout (Spark hands the Python driver's stdout and stderr to its own stdout).
+submit() {
+  local debug="$1"; shift
+  local dir; dir=$(mktemp -d "${TMPDIR:-/tmp}/scribe-run.XXXXXX")
+  mkfifo "$dir/stderr"
+  if [ "$debug" = 1 ]; then (trap '' INT; exec cat <"$dir/stderr" >&2) &
+  else (trap '' INT; exec grep --line-buffered -E '^[A-Za-z_.]+: (error|warning): ' <"$dir/stderr" >&2) &
+  fi
+  local filter=$! signals=0 signal=""
+  SCRIBE_RUN_DIR="$dir" spark-submit "$@" 2>"$dir/stderr" &
+  local job=$!
+  forward() {
+    signal="$1"; signals=$((signals + 1))
+    local driver=""; [ -s "$dir/driver.pid" ] && driver=$(cat "$dir/driver.pid")
+    if [ $signals -gt 1 ]; then kill -KILL "$job" $driver 2>/dev/null || true
+    elif [ -n "$driver" ]; then kill "-$signal" "$driver" 2>/dev/null || true
+    else kill -TERM "$job" 2>/dev/null || true; fi
+  }
+  trap 'forward INT' INT
+  trap 'forward TERM' TERM
+  local rc
+  while :; do
+    rc=0; wait "$job" || rc=$?
+    kill -0 "$job" 2>/dev/null || break   # a signal ended the wait, not the job
+  done
+  wait "$filter" 2>/dev/null || true
+  trap - INT TERM
+  if [ -s "$dir/status" ]; then
+    rc=$(head -n 1 "$dir/status")
+    tail -n +2 "$dir/status" >&2   # the job's line: how it ended and what to do
+  elif [ $rc -ne 0 ]; then
+    if [ -n "$signal" ]; then
+      local how=SIGTERM; [ "$signal" = INT ] && how=Ctrl-C
+      echo "run.sh: stopped by $how before the run started; nothing was written" >&2
+      rc=$((128 + $(kill -l "$signal")))
+    elif [ $rc -eq 137 ]; then
+      echo "run.sh: the job was killed (SIGKILL), most often by the system for lack of memory; the" \
+           "--resume command its first line named continues it" >&2
+      rc=3
+    else
+      echo "run.sh: spark-submit ended with exit $rc before the job could say why; rerun with --debug" \
+           "to see Spark's output" >&2
+    fi
+  fi
+  rm -rf "$dir"
+  return $rc
 }
 
 package_library() {
@@ -144,6 +193,7 @@ master_up() { (exec 3<>"/dev/tcp/127.0.0.1/$CLUSTER_PORT") 2>/dev/null; }
 workers_up() { [ "$(grep -c 'Registering worker' "$CLUSTER_DIR/master.log" 2>/dev/null)" -ge 2 ]; }
 
 cluster_start() {
+  "$VENV/bin/python" -m scribe_spark.cli env cluster || exit $?
   mkdir -p "$CLUSTER_DIR"
   if alive "$CLUSTER_DIR/master.pid"; then
     echo "cluster: already running at $CLUSTER_URL (./run.sh cluster stop first)"; return 0

@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC P3 (Pastry routing under node failures, and repair)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("pastry_failures"))
+    run_job("pastry_failures")

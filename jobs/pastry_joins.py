@@ -1,7 +1,5 @@
 """spark-submit entry point: routing-table quality after Pastry joins (the Pastry paper)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("pastry_joins"))
+    run_job("pastry_joins")

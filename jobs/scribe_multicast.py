@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC S1 (Scribe at scale vs IP multicast)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("scribe_multicast"))
+    run_job("scribe_multicast")

@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC S2 (Scribe with many small groups)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("scribe_small_groups"))
+    run_job("scribe_small_groups")

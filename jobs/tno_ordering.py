@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC T3 (TNO correctness over Scribe)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("tno_ordering"))
+    run_job("tno_ordering")

@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC T2 (TNO sequencer latency, throughput, bandwidth)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("tno_sequencer"))
+    run_job("tno_sequencer")

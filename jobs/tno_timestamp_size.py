@@ -1,7 +1,5 @@
 """spark-submit entry point: SPEC T1 (TNO timestamp size)."""
-import sys
-
-from scribe_spark.cli import main
+from scribe_spark.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(main("tno_timestamp_size"))
+    run_job("tno_timestamp_size")

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -26,6 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 from scribe_spark import cli, config, loader, papers
+from scribe_spark.cli import environment, folder
+from scribe_spark.cli.args import Parser, UsageError, project_root
+from scribe_spark.cli.endings import EXIT_BAD_INPUT, EXIT_CLUSTER_CONFIG, EXIT_MASTER
 
 PUBLISHED_COLUMNS = ("figure", "metric", "value", "source")
 FOLDER = "reproduce"
@@ -51,7 +55,7 @@ class Setup:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = cli._Parser(prog="reproduce", description="Run every paper-scale setup and write the report.")
+    ap = Parser(prog="reproduce", description="Run every paper-scale setup and write the report.")
     ap.add_argument("--out", help="output root (default data/out/reproduce-<timestamp>)")
     ap.add_argument("--confs", help="folder of parameter files <job>.toml; a job without one there takes "
                                     "conf/reproduce/<job>.toml, else conf/<job>.toml")
@@ -66,10 +70,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def conf_for(job: str, confs: Path | None) -> Path:
     """The parameter file `reproduce` runs a job with."""
-    root = cli.project_root() / "conf"
-    for folder in ([confs] if confs else []) + [root / FOLDER]:
-        if (folder / f"{job}.toml").is_file():
-            return folder / f"{job}.toml"
+    root = project_root() / "conf"
+    for place in ([confs] if confs else []) + [root / FOLDER]:
+        if (place / f"{job}.toml").is_file():
+            return place / f"{job}.toml"
     return root / f"{job}.toml"
 
 
@@ -82,14 +86,15 @@ def plan(argv: list[str]) -> Setup:
     """Check the command line, every job's parameters, the output folder and the published values."""
     args = parse_args(argv)
     if args.master is not None:
-        cli.check_master(args.master)
+        environment.check_master(args.master)
+    environment.check_environment("job", args.master or "local[*]")
     if args.resume and not args.out:
-        raise cli.UsageError("--resume needs --out DIR, the output root of the run to continue")
+        raise UsageError("--resume needs --out DIR, the output root of the run to continue")
     out = Path(args.out).resolve() if args.out else (
-        cli.project_root() / "data" / "out" / datetime.now().strftime("reproduce-%Y%m%d-%H%M%S"))
+        project_root() / "data" / "out" / datetime.now().strftime("reproduce-%Y%m%d-%H%M%S"))
     confs_dir = Path(args.confs) if args.confs else None
     if confs_dir is not None and not config.is_dir(confs_dir):
-        raise cli.UsageError(f"--confs {confs_dir}: not a folder")
+        raise UsageError(f"--confs {confs_dir}: not a folder")
     confs, params = {}, {}
     for job in papers.JOBS:
         confs[job] = conf_for(job, confs_dir)
@@ -305,7 +310,7 @@ def write_report(root: Path, published: pd.DataFrame, published_file: Path | Non
     from scribe_spark import report
     missing = [j for j in papers.JOBS if not (root / j / "params.toml").is_file()]
     if missing:
-        raise cli.UsageError(f"{root}: no complete run of {', '.join(missing)}; run ./run.sh reproduce first")
+        raise UsageError(f"{root}: no complete run of {', '.join(missing)}; run ./run.sh reproduce first")
     tmp = root / f".{FOLDER}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -322,7 +327,7 @@ def write_report(root: Path, published: pd.DataFrame, published_file: Path | Non
             shutil.copyfile(published_file, tmp / "published.csv")
         (tmp / "report.md").write_text(_head(root, published, published_file) + "\n\n".join(sections))
         final = root / FOLDER
-        cli.publish(tmp, final)
+        folder.publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -367,6 +372,25 @@ def catalog() -> str:
 
 # ------------------------------------------------------------------ the command
 
+def _run_job(cmd: list[str], again: str) -> int:
+    """Run one job through run.sh; its stop line names `again`, which continues the whole reproduce.
+
+    Ctrl-C reaches run.sh too, which stops the job in one line; this process waits for that (a
+    SIGTERM meant for it alone is passed on) and returns the job's exit code.
+    """
+    child = subprocess.Popen(cmd, env={**os.environ, "SCRIBE_RESUME_WITH": again})
+
+    def pass_on(signum: int, frame) -> None:
+        if signum == signal.SIGTERM:
+            child.send_signal(signum)
+    handlers = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
 def main(argv: list[str]) -> int:
     """Check everything, run the jobs, write the report; return the exit code."""
     try:
@@ -375,10 +399,15 @@ def main(argv: list[str]) -> int:
             print(catalog())
             return 0
         s = plan(argv)
-    except (config.ConfigError, cli.UsageError, PublishedError) as e:
+        if s.master is not None:
+            environment.reach_master(s.master)
+    except (config.ConfigError, UsageError, PublishedError) as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
-        return cli.EXIT_BAD_INPUT
-    runner = cli.project_root() / "run.sh"
+        return EXIT_BAD_INPUT
+    except environment.MasterError as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return EXIT_CLUSTER_CONFIG if e.unconfigured else EXIT_MASTER
+    runner = project_root() / "run.sh"
     print(f"reproduce: {len(papers.JOBS)} jobs into {s.out}: "
           + ", ".join(f"{j} ({s.confs[j]})" for j in papers.JOBS), flush=True)
     for i, job in enumerate(papers.JOBS, 1):
@@ -390,12 +419,14 @@ def main(argv: list[str]) -> int:
             cmd += ["--master", s.master]
         if s.pdf:
             cmd.append("--pdf")
-        rc = subprocess.run(cmd).returncode
-        if rc != 0:
-            again = ["./run.sh", "reproduce", *[a for a in argv if a != "--resume"]]
-            again += [] if s.out_given else ["--out", str(s.out)]
-            print(f"reproduce: error: {job} stopped (exit {rc}); the jobs before it are kept in {s.out}; "
-                  f"continue with: {shlex.join(again + ['--resume'])}", file=sys.stderr)
+        again = ["./run.sh", "reproduce", *[a for a in argv if a != "--resume"]]
+        again = shlex.join(again + ([] if s.out_given else ["--out", str(s.out)]) + ["--resume"])
+        rc = _run_job(cmd, again)
+        if rc in (EXIT_BAD_INPUT, EXIT_MASTER, EXIT_CLUSTER_CONFIG):   # refused before it started
+            print(f"reproduce: error: {job} did not start (exit {rc}); the jobs before it are kept in "
+                  f"{s.out}; "
+                  f"continue with: {again}", file=sys.stderr)
+        if rc != 0:   # otherwise the job's own line said why and how to continue
             return rc
     from scribe_spark import report  # matplotlib: only once the jobs are done
     with report.vector_copies(s.pdf):
@@ -405,4 +436,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        print("reproduce: stopped by Ctrl-C; the jobs completed so far are kept", file=sys.stderr)
+        sys.exit(130)

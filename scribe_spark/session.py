@@ -1,6 +1,9 @@
 """The SparkSession every job uses; the master comes from spark-submit, never from code."""
 from __future__ import annotations
 
+import signal
+import threading
+
 from pyspark.sql import SparkSession
 
 # Settings every session of the library, its tests and its benchmarks is made with. Python workers
@@ -29,11 +32,18 @@ SESSION_CONF = {
 
 def spark_session(app: str) -> SparkSession:
     """Return the active SparkSession (created with the job's name if none is running)."""
+    # PySpark's SparkContext replaces the SIGINT handler with one that cancels every job through Py4J
+    # from inside whatever Py4J call Ctrl-C interrupted, which breaks that connection; the handler in
+    # place before (the job's own, which leaves the run resumable) is put back
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
     # adaptive execution stays on whatever spark-defaults say: the tables are the same without it
     # (tests run joins and repair that way), but it is how the jobs are measured
     spark = (SparkSession.builder.appName(f"scribe-spark {app}")
              .config(map=SESSION_CONF)
              .config("spark.sql.adaptive.enabled", "true")
              .getOrCreate())
+    if before is not None:
+        signal.signal(signal.SIGINT, before)
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -9,6 +9,9 @@ import subprocess
 import pytest
 
 from scribe_spark import capacity, cli
+from scribe_spark.cli import environment
+from scribe_spark.cli.args import UsageError
+from scribe_spark.cli.endings import EXIT_DONE_ALREADY
 from scribe_spark.config import ConfigError, ScribeParams, TnoSizeParams
 from tests.helpers import ROOT
 
@@ -19,6 +22,8 @@ def _files(tmp):
     (tmp / "three.txt").write_text("0 1 2\n1 0 1\n2 1 0\n")   # 3 sites
     (tmp / "a-file").write_text("")
     (tmp / "latin1.toml").write_bytes(b"nodes = [1000]   # Gr\xfc\xdfe\n")   # not UTF-8
+    (tmp / "colocated.txt").write_text("0 1 2\n1 0 0\n2 0 0\n")       # sites 1 and 2: no delay between them
+    (tmp / "slow.txt").write_text("0 1 2\n1 0 1e9\n2 1e9 0\n")        # a link of 11 days
 
 
 CASES = [
@@ -38,7 +43,9 @@ CASES = [
      "key 'nodes'"),
     ("pastry_hops", ["--set", "topology.edge_prob=2"], "key 'topology.edge_prob'"),
     ("pastry_hops", ["--set", "proximity=transit-stub", "--set", "topology.routers_per_stub=100000"],
-     "key 'topology'"),
+     "key 'topology.routers_per_stub': must be in 1..1,000"),
+    ("pastry_hops", ["--set", "proximity=transit-stub", "--set", "topology.routers_per_stub=1000", "--set",
+                     "topology.stubs_per_transit_router=1000"], "key 'topology'"),
     ("pastry_hops", ["--set", "bogus=1"], "key 'bogus': unknown parameter"),
     ("pastry_hops", ["--set", "nodes"], "expected key=value"),
     ("pastry_hops", ["--set", "save_routes=1"], "key 'save_routes': must be true or false"),
@@ -49,13 +56,15 @@ CASES = [
     ("pastry_hops", ["--set", "seed=-1"], "key 'seed'"),
     ("pastry_hops", ["--set", "nodes=[1000,1000]"], "key 'nodes': values must be distinct"),
     ("pastry_hops", ["--set", "partitions=100000000000000000000"], "key 'partitions'"),
-    ("pastry_hops", ["--set", "partitions=5000000"], "key 'partitions': must be in 0..nodes"),
+    ("pastry_hops", ["--set", "partitions=5000000"], "key 'partitions': must be in 0..10,000"),
+    ("pastry_hops", ["--set", "partitions=5000", "--set", "nodes=[1000]"],
+     "key 'partitions': must be in 0..nodes"),
     ("pastry_hops", ["--conf", "{tmp}/" + "c" * 300 + ".toml"], "config file not found"),
     ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix=/" + "m" * 300], "key 'matrix'"),
     ("pastry_hops", ["--set", "topology.delay_stub_stub=inf"], "delay_stub_stub': must be a finite"),
     ("pastry_hops", ["--out", "{tmp}/a-file"], "is not a folder"),
     ("pastry_hops", ["--out", "{tmp}/a-file/below"], "cannot create it"),
-    ("pastry_hops", ["--out", "/proc/scribe-out"], "cannot write"),
+    ("pastry_hops", ["--out", "/proc/scribe-out"], "cannot create or write"),
     ("pastry_hops", ["--resume"], "--resume needs --out"),
     ("pastry_hops", ["--frobnicate"], "unrecognized arguments"),
     ("scribe_multicast", ["--set", "topics=0"], "key 'topics'"),
@@ -86,12 +95,16 @@ CASES = [
     ("tno_timestamp_size", ["--set", "seed=-1"], "key 'seed'"),
     ("tno_sequencer", ["--set", "duration_s=inf"], "key 'duration_s': must be a finite"),
     ("tno_sequencer", ["--set", "rates=[inf]"], "key 'rates': must be a finite"),
-    ("tno_sequencer", ["--set", "duration_s=100000000"], "keys 'rates' and 'duration_s'"),
+    ("tno_sequencer", ["--set", "duration_s=100000000"], "key 'duration_s': must be in [1, 86,400]"),
+    ("tno_sequencer", ["--set", "duration_s=86400", "--set", "rates=[1e7]"], "keys 'rates' and 'duration_s'"),
     ("tno_sequencer", ["--set", "service_sweep_ms=[0.1,0.1]"], "key 'service_sweep_ms'"),
+    ("pastry_hops", ["--out", "{tmp}/new/" + "n" * 300 + "/deeper"], "File name too long"),
     ("tno_ordering", ["--set", "topics=70000000000"], "key 'topics'"),
     ("tno_ordering", ["--set", "ttl_ms=inf"], "key 'ttl_ms': must be a finite"),
-    ("tno_sequencer", ["--set", "duration_s=1e306"], "keys 'rates' and 'duration_s': over 1e+300"),
-    ("tno_sequencer", ["--set", "subscription_rate=1e12"], "keys 'subscription_rate' and 'duration_s'"),
+    ("tno_sequencer", ["--set", "duration_s=1e306"], "key 'duration_s': must be in [1, 86,400] (got 1e+306)"),
+    ("tno_sequencer", ["--set", "subscription_rate=1e12"], "key 'subscription_rate': must be in (0, 1e+07]"),
+    ("tno_sequencer", ["--set", "subscription_rate=1e7", "--set", "duration_s=86400"],
+     "keys 'subscription_rate' and 'duration_s'"),
     ("tno_sequencer", ["--set", "clients=100000000", "--set", "topics_per_client=1", "--set",
                        "subscription_sweep=[1000]"], "key 'clients'"),
     ("scribe_repair", ["--set", "rounds=1000000000"], "key 'rounds'"),
@@ -112,6 +125,24 @@ CASES = [
     ("tno_ordering", ["--set", "engine=gpu"], "key 'engine'"),
     ("tno_ordering", ["--set", "topology.transit_domains=0"], "key 'topology.transit_domains'"),
     ("no_such_job", [], "unknown experiment"),
+    # what the run needs, beyond each value's own range
+    ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix={tmp}/colocated.txt", "--set", "nodes=[3]",
+                     "--set", "leaf_set=2", "--set", "neighborhood=1"],
+     "delay 0 between distinct sites 1 and 2"),
+    ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix={tmp}/slow.txt", "--set", "nodes=[3]"],
+     "delays must be at most 100,000 ms"),
+    ("pastry_hops", ["--set", "matrix={tmp}/three.txt"], "key 'matrix': only used with proximity = 'matrix'"),
+    ("pastry_failures", ["--set", "topology.edge_prob=0.5"],
+     "key 'topology': only used with proximity = 'transit-stub'"),
+    ("pastry_hops", ["--set", "nodes=[10, 1000]"],
+     "key 'leaf_set': must be below the overlay's size (10 nodes)"),
+    ("scribe_multicast", ["--set", "nodes=20", "--set", "topics=5"], "key 'neighborhood': must be below"),
+    ("pastry_hops", ["--set", "topology.delay_stub_stub=1e39"], "key 'topology.delay_stub_stub': must be in"),
+    ("tno_sequencer", ["--set", "service_ms=1e300"], "key 'service_ms': must be in [0, 10,000]"),
+    ("tno_ordering", ["--set", "rate=0.001"], "keys 'events', 'rate' and 'ttl_ms'"),
+    ("tno_ordering", ["--set", "loss=0.9"], "key 'loss': must be in [0, 0.5]"),
+    ("pastry_joins", ["--set", "batch=1"], "keys 'nodes', 'initial' and 'batch'"),
+    ("pastry_hops", ["--set", "partitions=1000000"], "key 'partitions': must be in 0..10,000"),
 ]
 
 
@@ -126,8 +157,8 @@ def test_bad_input_is_one_line_before_spark(tmp_path, capsys, name, args, reason
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{name}: error: ") and reason in err[0], err
     assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "latin1.toml", "odd.txt",
-                                                          "three.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "colocated.txt",
+                                                          "latin1.toml", "odd.txt", "slow.txt", "three.txt"]
 
 
 def test_there_are_at_least_30_bad_inputs_across_all_jobs():
@@ -165,7 +196,7 @@ def test_run_sh_help_lists_the_options_and_starts_nothing(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("usage: pastry_hops") == 1 and "--resume" in res.stdout   # once, by the check
     assert "writing to" not in res.stdout   # the job's first line: no job ran
-    assert cli.check("pastry_hops", ["--help"]) == cli.EXIT_DONE_ALREADY   # run.sh's "nothing to run"
+    assert cli.check("pastry_hops", ["--help"]) == EXIT_DONE_ALREADY   # run.sh's "nothing to run"
 
 
 def test_reproduce_refuses_a_bad_master_in_one_line(capsys):
@@ -186,10 +217,10 @@ def test_reproduce_refuses_a_bad_master_in_one_line(capsys):
                                         ("spark://", False)])
 def test_the_master_is_one_spark_submit_takes(master, ok):
     if ok:
-        cli.check_master(master)
+        environment.check_master(master)
     else:
-        with pytest.raises(cli.UsageError, match=r"^--master '.*': not a Spark master URL"):
-            cli.check_master(master)
+        with pytest.raises(UsageError, match=r"^--master '.*': not a Spark master URL"):
+            environment.check_master(master)
 
 
 def test_scribe_subscriptions_are_counted_as_the_workload_makes_them():
@@ -221,15 +252,16 @@ GiB = 1 << 30
 
 
 @pytest.mark.parametrize("text, size", [("8g", 8 * GiB), ("512m", 512 << 20), ("1024k", 1 << 20),
-                                        ("2T", 2 << 40), ("4096", 4096), ("3gb", 3 * GiB)])
+                                        ("2T", 2 << 40), ("3G", 3 * GiB)])
 def test_java_memory_sizes_read_as_spark_submit_reads_them(text, size):
-    assert capacity.java_bytes(text, "SCRIBE_DRIVER_MEMORY") == size
+    assert capacity.memory_bytes(text, "SCRIBE_DRIVER_MEMORY") == size
 
 
-@pytest.mark.parametrize("text", ["lots", "", "g", "1.5g", "-1g", "8x"])
+# the JVM refuses '3gb' and '1.5g' as -Xmx; digits alone are bytes to the JVM and MiB to Spark
+@pytest.mark.parametrize("text", ["lots", "", "g", "1.5g", "-1g", "8x", "3gb", "4096", "08g"])
 def test_a_memory_size_that_is_not_one_names_the_knob(text):
     with pytest.raises(ConfigError, match="^SCRIBE_DRIVER_MEMORY: "):
-        capacity.java_bytes(text, "SCRIBE_DRIVER_MEMORY")
+        capacity.memory_bytes(text, "SCRIBE_DRIVER_MEMORY")
 
 
 @pytest.mark.parametrize("master, workers", [("local", 1), ("local[3]", 3), ("local[2,4]", 2),
@@ -258,7 +290,7 @@ def test_a_heap_as_large_as_the_machine_is_refused():
 
 def test_parts_that_fit_alone_but_not_together_name_the_largest():
     p = ScribeParams(nodes=1_000_000)
-    parts = capacity.needs(p)
+    parts = p.needs()
     largest, total = max(size for _, size, _ in parts), sum(size for _, size, _ in parts)
     assert largest < total
     with pytest.raises(ConfigError, match=r"^key 'nodes': this run needs at least .* in all, .*; its "
@@ -271,7 +303,7 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
 
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
-    line = capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="local[2]")
+    line = capacity.peak_warning(p, "8g", "local[2]", limit=23 * GiB)
     expected = 8 * GiB + 9 * GiB // 10 + (430 + 2 * 134) * 25_000_000   # the figures measured at 10M
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
@@ -281,9 +313,9 @@ def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
             == 2 * 134 * 25_000_000)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
-    assert capacity.peak_warning(p, limit=expected, heap="8g", master="local[2]") is None
-    assert capacity.peak_warning(p, limit=23 * GiB, heap="8g", master="spark://host:7077") is None
-    assert capacity.peak_warning(TnoSizeParams(), limit=1, heap="8g", master="local[2]") is None
+    assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None
+    assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=23 * GiB) is None
+    assert capacity.peak_warning(TnoSizeParams(), "8g", "local[2]", limit=1) is None
 
 
 def test_run_sh_check_prints_the_warning_and_goes_on(monkeypatch, capsys):
@@ -296,3 +328,34 @@ def test_run_sh_check_prints_the_warning_and_goes_on(monkeypatch, capsys):
     assert err.startswith("scribe_multicast: warning: key 'nodes': an overlay of up to 1,000 nodes may "
                           "need up to about")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("env, args, code, line", [
+    ({"SCRIBE_DRIVER_MEMORY": "3gb"}, [], 2,
+     "pastry_hops: error: SCRIBE_DRIVER_MEMORY: '3gb' is not a memory size"),
+    ({"SCRIBE_DRIVER_MEMORY": "512m"}, [], 2,
+     "pastry_hops: error: SCRIBE_DRIVER_MEMORY: '512m' is not a JVM heap"),
+    ({"SCRIBE_SHUFFLE_PARTITIONS": "0"}, [], 2, "pastry_hops: error: SCRIBE_SHUFFLE_PARTITIONS: '0' is not"),
+    ({"SCRIBE_SHUFFLE_PARTITIONS": "1000000"}, [], 2, "pastry_hops: error: SCRIBE_SHUFFLE_PARTITIONS: "),
+    ({"SCRIBE_DRIVER_MEM": "8g"}, [], 2, "pastry_hops: error: SCRIBE_DRIVER_MEM: not a knob of scribe-spark"),
+    ({}, ["--master", "spark://127.0.0.1:9"], 5, "pastry_hops: error: --master spark://127.0.0.1:9: no Spark "
+                                                 "master answers at 127.0.0.1:9"),
+    ({"HADOOP_CONF_DIR": "", "YARN_CONF_DIR": ""}, ["--master", "yarn"], 6,
+     "pastry_hops: error: --master yarn: set HADOOP_CONF_DIR or YARN_CONF_DIR"),
+])
+def test_run_sh_checks_the_knobs_and_the_master_before_spark_submit(tmp_path, env, args, code, line):
+    out = tmp_path / "out"
+    res = subprocess.run(["./run.sh", "pastry_hops", *args, "--out", str(out)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, **env})
+    lines = [x for x in res.stderr.splitlines() if not x.startswith("run.sh: install")]
+    assert res.returncode == code and res.stdout == "" and not out.exists()
+    assert len(lines) == 1 and lines[0].startswith(line), res.stderr
+
+
+def test_a_cluster_knob_is_checked_before_the_cluster_starts(tmp_path):
+    res = subprocess.run(["./run.sh", "cluster", "start"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "SCRIBE_CLUSTER_PORT": "70000",
+                              "SCRIBE_CLUSTER_DIR": str(tmp_path / "cluster")})
+    assert res.returncode == 2 and not (tmp_path / "cluster").exists()
+    assert res.stderr.splitlines() == [
+        "run.sh: error: SCRIBE_CLUSTER_PORT: '70000' is not an integer in 1..65535"]

@@ -100,9 +100,10 @@ def test_pdf_copies_are_written_beside_the_pngs_only_when_asked(tmp_path, monkey
     import dataclasses
 
     from scribe_spark import cli, registry, report
+    from scribe_spark.cli.args import project_root
     job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_report:_one_plot")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
-    conf = ["--conf", str(cli.project_root() / "conf/tiny/pastry_hops.toml")]
+    conf = ["--conf", str(project_root() / "conf/tiny/pastry_hops.toml")]
     assert cli.main("pastry_hops", [*conf, "--out", str(tmp_path / "a"), "--pdf"]) == 0
     assert cli.main("pastry_hops", [*conf, "--out", str(tmp_path / "b")]) == 0
     assert {f.name for f in (tmp_path / "a" / "pastry_hops").glob("p.*")} == {"p.png", "p.pdf"}

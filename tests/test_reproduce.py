@@ -70,17 +70,14 @@ def test_reproduce_hands_pdf_to_every_job_and_draws_its_report_with_it(tmp_path,
     """--pdf reaches each job's command and the report's plots, and is off again afterwards."""
     cmds, during = [], []
 
-    class Done:
-        returncode = 0
-
-    def run(cmd):
+    def run(cmd, again):
         cmds.append(cmd)
-        return Done()
+        return 0
 
     def fake_report(root, published, published_file=None):
         during.append(report._vector)
         return root
-    monkeypatch.setattr(reproduce.subprocess, "run", run)
+    monkeypatch.setattr(reproduce, "_run_job", run)
     monkeypatch.setattr(reproduce, "write_report", fake_report)
     flag = ["--pdf"] if pdf else []
     assert reproduce.main(["--confs", str(TINY), "--out", str(tmp_path / "out"), *flag]) == 0

@@ -1,5 +1,6 @@
 """A sweep killed between points continues with --resume and gives the tables of an uninterrupted run."""
 import os
+import re
 import signal
 import subprocess
 import time
@@ -8,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from scribe_spark import cli
+from scribe_spark.cli import folder
 from tests.helpers import ROOT, closest_brute, tables
 
 TINY = ["pastry_hops", "--conf", "conf/tiny/pastry_hops.toml"]   # nodes [300, 900] x 2 modes, save_routes
@@ -29,7 +31,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)   # ... kill -9 the launcher, the JVM and the Python driver
     first = proc.communicate()[0]
-    while any(cli._alive(d) for d in out.glob(".pastry_hops.tmp-*")) and time.time() < deadline:
+    while any(folder.alive(d) for d in out.glob(".pastry_hops.tmp-*")) and time.time() < deadline:
         time.sleep(0.2)   # the orphaned Python driver takes a moment to die
     assert "WARNING: Using incubator modules" not in first
     assert "continue it with: ./run.sh pastry_hops --conf conf/tiny/pastry_hops.toml --out" in first
@@ -53,16 +55,16 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
     assert f"({kept} points done)" in resumed.stdout
     assert resumed.stdout.count("taken from the interrupted run") == kept
     assert sorted(p.name for p in out.iterdir()) == ["pastry_hops"]   # no temporary folder left behind
-    folder = out / "pastry_hops"
-    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
-    assert tables(folder) == tables(tiny("pastry_hops"))   # same as one uninterrupted run, byte for byte
+    result = out / "pastry_hops"
+    assert sorted(p.name for p in result.iterdir() if p.name.startswith(".")) == []
+    assert tables(result) == tables(tiny("pastry_hops"))   # same as one uninterrupted run, byte for byte
 
     again = _run_sh(*TINY, "--out", str(out), "--resume")
     assert again.returncode == 0 and "already holds a complete run with these parameters" in again.stdout
 
     # independent check from the parquet files alone: every destination is the numerically closest node
-    nodes = pq.read_table(folder / "nodes.parquet").to_pandas()
-    routes = pq.read_table(folder / "routes.parquet").to_pandas()
+    nodes = pq.read_table(result / "nodes.parquet").to_pandas()
+    routes = pq.read_table(result / "routes.parquet").to_pandas()
     assert len(routes) == 2 * 2 * 1500
     for n in (300, 900):
         ints = sorted(int(h, 16) for h in nodes[nodes.overlay_nodes == n].id)
@@ -94,7 +96,7 @@ def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypat
     head = saved.read_text().splitlines()[:4]
     assert head[2].startswith("# code: scribe-spark ")   # and its commit, in a git checkout
     assert head[3] == f"# rerun: ./run.sh pastry_hops --conf {saved}"
-    assert cli.plan("pastry_hops", ["--conf", str(saved)]).digest == cli._digest_of(out / "pastry_hops")
+    assert cli.plan("pastry_hops", ["--conf", str(saved)]).digest == folder.digest_of(out / "pastry_hops")
     assert cli.main("pastry_hops", args) == 0   # now complete: nothing to do, and nothing said of afresh
     assert "starting afresh" not in capsys.readouterr().out
 
@@ -102,13 +104,13 @@ def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypat
 def test_a_resumed_run_names_the_code_of_its_earlier_points(tmp_path):
     earlier = tmp_path / "params.toml"
     earlier.write_text("# resolved parameters\n# digest: d\n# code: scribe-spark 0.1, git aaa\nnodes = 3\n")
-    assert cli._code_lines(None, "scribe-spark 0.1, git bbb") == "# code: scribe-spark 0.1, git bbb\n"
-    assert cli._code_lines(earlier, "scribe-spark 0.1, git aaa") == "# code: scribe-spark 0.1, git aaa\n"
-    twice = cli._code_lines(earlier, "scribe-spark 0.1, git bbb")
+    assert folder.code_lines(None, "scribe-spark 0.1, git bbb") == "# code: scribe-spark 0.1, git bbb\n"
+    assert folder.code_lines(earlier, "scribe-spark 0.1, git aaa") == "# code: scribe-spark 0.1, git aaa\n"
+    twice = folder.code_lines(earlier, "scribe-spark 0.1, git bbb")
     assert twice == ("# code before a --resume: scribe-spark 0.1, git aaa\n"
                      "# code: scribe-spark 0.1, git bbb\n")
     earlier.write_text(twice)   # resumed again with a third commit: both earlier codes stay named
-    assert cli._code_lines(earlier, "scribe-spark 0.1, git ccc").splitlines() == [
+    assert folder.code_lines(earlier, "scribe-spark 0.1, git ccc").splitlines() == [
         "# code before a --resume: scribe-spark 0.1, git aaa",
         "# code before a --resume: scribe-spark 0.1, git bbb", "# code: scribe-spark 0.1, git ccc"]
 
@@ -124,10 +126,69 @@ def test_the_earlier_code_is_named_only_when_the_unfinished_run_kept_points(tmp_
     for points in (1, 0):
         out = tmp_path / f"points-{points}"
         dead = out / ".pastry_hops.tmp-1"   # no owner file: its process is gone
-        (dead / cli.POINTS).mkdir(parents=True)
+        (dead / folder.POINTS).mkdir(parents=True)
         for i in range(points):
-            (dead / cli.POINTS / f"{i}.pkl").write_bytes(b"")
+            (dead / folder.POINTS / f"{i}.pkl").write_bytes(b"")
         (dead / "params.toml").write_text(f"# digest: {digest}\n# code: scribe-spark 0.0, git old\n")
         assert cli.main("pastry_hops", [*conf, "--out", str(out), "--resume"]) == 0
         saved = (out / "pastry_hops" / "params.toml").read_text()
         assert ("# code before a --resume: scribe-spark 0.0, git old\n" in saved) == (points > 0)
+
+
+def _stop_after_first_point(out, how: str) -> subprocess.CompletedProcess:
+    """Start the tiny sweep, and once a point is saved stop it as a terminal's Ctrl-C or `kill` would."""
+    proc = subprocess.Popen(["./run.sh", *TINY, "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 300
+    while not list(out.glob(".pastry_hops.tmp-*/.points/*.pkl")):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.1)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)   # the terminal signals the whole foreground group
+    else:
+        os.kill(proc.pid, signal.SIGTERM)    # `kill PID` (and `timeout`) signal run.sh alone
+    stdout, stderr = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, code, said", [("ctrl-c", 130, "stopped by Ctrl-C"),
+                                             ("sigterm", 143, "stopped by SIGTERM")])
+def test_a_stopped_sweep_ends_in_one_line_and_resumes_to_the_same_tables(tiny, tmp_path, how, code, said):
+    out = tmp_path / "out"
+    stopped = _stop_after_first_point(out, how)
+    assert stopped.returncode == code
+    (line,) = stopped.stderr.splitlines()
+    kept = re.match(rf"pastry_hops: error: {said}; (\d) points kept in {out}/\.pastry_hops\.tmp-", line)
+    assert kept, line
+    assert line.endswith(f"continue with: ./run.sh pastry_hops --conf conf/tiny/pastry_hops.toml --out {out} "
+                         "--resume")
+    assert "Traceback" not in stopped.stdout and not (out / "pastry_hops").exists()
+    resumed = _run_sh(*TINY, "--out", str(out), "--resume")
+    assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr
+    assert f"({kept[1]} points done)" in resumed.stdout
+    assert tables(out / "pastry_hops") == tables(tiny("pastry_hops"))
+
+
+@pytest.mark.slow
+def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(tiny, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this machine does not let the tests mount a small tmpfs")
+    try:
+        filler = disk / "filler"
+        filler.write_bytes(b"\0" * (2 * 1024 * 1024 - 240 * 1024))   # leaves room for a point, not the run
+        out = disk / "out"
+        full = _run_sh(*TINY, "--out", str(out))
+        assert full.returncode == 4, full.stderr
+        (line,) = full.stderr.splitlines()
+        assert line.startswith("pastry_hops: error: no space left on the disk of ") and "points kept" in line
+        assert not (out / "pastry_hops").exists()
+        filler.unlink()
+        resumed = _run_sh(*TINY, "--out", str(out), "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert tables(out / "pastry_hops") == tables(tiny("pastry_hops"))
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
