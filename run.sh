@@ -62,7 +62,7 @@ setup() {
   export PATH="$VENV/bin:$PATH"
 }
 
-experiments() { for f in jobs/*.py; do basename "$f" .py; done; }
+experiments() { for f in jobs/*.py; do [ "$f" = jobs/tour.py ] || basename "$f" .py; done; }
 
 run_experiment() {
   local name="$1"; shift
@@ -83,18 +83,7 @@ run_experiment() {
   SCRIBE_MASTER="$master" "$VENV/bin/python" -m scribe_spark.cli check "$name" ${args[@]+"${args[@]}"} || rc=$?
   [ $rc -eq 10 ] && return 0
   [ $rc -eq 0 ] || exit $rc
-  local extra=()
-  case "$master" in
-    local*) ;;
-    *)  # executors may be on other machines: ship the library with the job
-        extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
-  esac
-  submit "$debug" --master "$master" ${extra[@]+"${extra[@]}"} \
-    --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
-    --conf spark.ui.showConsoleProgress=false \
-    --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
-    --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
-    "jobs/$name.py" ${args[@]+"${args[@]}"} || exit $?
+  submit "$debug" "$master" "jobs/$name.py" ${args[@]+"${args[@]}"} || exit $?
 }
 
 # A run ends in one line. SIGINT (Ctrl-C) or SIGTERM sent to this script is passed on to the job's
@@ -103,15 +92,26 @@ run_experiment() {
 # stderr shows only our own lines ("<job>: error: ...", "<job>: warning: ..."): Spark's log lines, and
 # the tracebacks its workers print as they are stopped, are not for a user to read. Progress goes to
 # stdout (Spark hands the Python driver's stdout and stderr to its own stdout).
-submit() {
-  local debug="$1"; shift
+submit() {  # submit DEBUG MASTER SCRIPT [ARGS...]
+  local debug="$1" master="$2"; shift 2
+  local extra=()
+  case "$master" in
+    local*) ;;
+    *)  # executors may be on other machines: ship the library with the job
+        extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
+  esac
   local dir; dir=$(mktemp -d "${TMPDIR:-/tmp}/scribe-run.XXXXXX")
   mkfifo "$dir/stderr"
   if [ "$debug" = 1 ]; then (trap '' INT; exec cat <"$dir/stderr" >&2) &
   else (trap '' INT; exec grep --line-buffered -E '^[A-Za-z_.]+: (error|warning): ' <"$dir/stderr" >&2) &
   fi
   local filter=$! signals=0 signal=""
-  SCRIBE_RUN_DIR="$dir" spark-submit "$@" 2>"$dir/stderr" &
+  SCRIBE_RUN_DIR="$dir" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
+    --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
+    --conf spark.ui.showConsoleProgress=false \
+    --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
+    --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
+    "$@" 2>"$dir/stderr" &
   local job=$!
   forward() {
     signal="$1"; signals=$((signals + 1))
@@ -240,15 +240,23 @@ cluster_status() {
   [ $any -eq 1 ] || echo "cluster: not started"
 }
 
+ensure_chromium() {  # the run page's test renders it in Chromium: Debian's package, installed where missing
+  command -v chromium >/dev/null 2>&1 && return 0
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "run.sh: installing Chromium from the system packages (for the run page's browser test)" >&2
+    { apt-get install -y -q --no-install-recommends chromium || { apt-get update -q && \
+      apt-get install -y -q --no-install-recommends chromium; }; } >/dev/null 2>&1 && return 0
+  fi
+  echo "run.sh: no Chromium here and it could not be installed: the browser test is skipped" >&2
+}
+
 quick_tour() {
   local out="data/out/quick-$(date +%Y%m%d-%H%M%S)"
-  local start=$SECONDS
-  for name in $(experiments); do
-    [ -f "conf/quick/$name.toml" ] || continue
-    echo "== $name (conf/quick/$name.toml)"
-    run_experiment "$name" --conf "conf/quick/$name.toml" --out "$out"
-  done
-  "$VENV/bin/python" -m scribe_spark.report "$out" "scribe-spark quick tour ($(basename "$out"))" >/dev/null
+  local title="scribe-spark quick tour ($(basename "$out"))"
+  local start=$SECONDS rc=0
+  # every job's parameters checked first, then all jobs in one Spark session (scribe_spark/cli/tour.py)
+  "$VENV/bin/python" -m scribe_spark.cli.tour check "$out" "$title" || exit $?
+  submit 0 "local[*]" jobs/tour.py "$out" "$title" || exit $?
   echo
   echo "Quick tour finished in $((SECONDS - start))s. Outputs under $out:"
   find "$out" -maxdepth 2 \( -name '*.png' -o -name '*.csv' -o -name 'summary.md' \) | sort | sed 's/^/  /'
@@ -260,7 +268,7 @@ case "$cmd" in
   -h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 setup
-[ "$cmd" = list ] && exec "$VENV/bin/python" -m scribe_spark.registry
+[ "$cmd" = list ] && exec "$VENV/bin/python" -m scribe_spark.experiments.registry
 case "$cmd" in
   tour) quick_tour ;;
   reproduce) shift; exec "$VENV/bin/python" -m scribe_spark.reproduce "$@" ;;
@@ -275,6 +283,7 @@ case "$cmd" in
   test)
     shift
     "$VENV/bin/ruff" check . || { echo "run.sh: ruff found problems (see above); fix them before the tests run" >&2; exit 1; }
+    ensure_chromium
     set +e
     "$VENV/bin/python" -m pytest "$@"
     rc=$?

@@ -37,7 +37,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from scribe_spark import bsp
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
 
     spark = (SparkSession.builder.master(args.master).appName("action cost bench").config(map=SESSION_CONF)
              .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")

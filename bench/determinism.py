@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scribe_spark import loader  # noqa: E402
-from scribe_spark.registry import JOBS  # noqa: E402
+from scribe_spark.experiments.registry import JOBS  # noqa: E402
 from scribe_spark.report import comparable_tables as tables  # noqa: E402
 
 SETTINGS = {

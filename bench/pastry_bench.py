@@ -61,7 +61,7 @@ def run_spark(n: int, lookups: int, master: str, routes: int = 1) -> dict:
     from pyspark.sql import SparkSession
 
     from scribe_spark.pastry import overlay as ov
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
     spark = (SparkSession.builder.master(master).config(map=SESSION_CONF).config("spark.ui.enabled", "false")
              .config("spark.driver.memory", "12g").config("spark.sql.shuffle.partitions", "8")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())

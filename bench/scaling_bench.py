@@ -55,7 +55,7 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     from scribe_spark.reference.closest import checked_lookups
     from scribe_spark.reference.tree_shape import tree_faults
     from scribe_spark.scribe import trees as tr
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
     from scribe_spark.workloads.network import make_ring, shared_network
     from scribe_spark.workloads.scribe_groups import requests
 
@@ -141,8 +141,8 @@ def local_dirs_mb(sc) -> float:
     """MiB of files in the driver's block-manager folders now (shuffle files, evicted blocks), read on disk.
 
     Spark's storage report (the `cached` figures) counts an evicted block again each time a task reads
-    it (BENCHMARKS, "The 27 GB were Spark's count, not the disk"); this is what the disk holds. On a
-    cluster it covers the driver's folders only.
+    it (docs/history/benchmarks-notebook.md, "The 27 GB were Spark's count, not the disk"); this is
+    what the disk holds. On a cluster it covers the driver's folders only.
     """
     dirs = sc._jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager().localDirs()
     total = 0

@@ -5,7 +5,7 @@
 For the scaling bench's rings (S1 workload, seed 1) at 100k, 300k and 1M nodes: per random
 20,000-node chunk (the state build's batch), each (parent class, digit) search reads a
 [query sites x candidate sites] block of the site delay matrix (`topology.Proximity.nearest`).
-This explains why the build grows faster than N there (BENCHMARKS.md, "Scaling with N").
+This explains why the build grows faster than N there (docs/history/benchmarks-notebook.md, "Scaling with N").
 """
 import sys
 from pathlib import Path

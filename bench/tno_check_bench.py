@@ -63,7 +63,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     from scribe_spark.reference.pairwise_order import pairwise_check
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
     from scribe_spark.tno.check import check_tno, notifications_frame
 
     spark = (SparkSession.builder.master(args.master).appName("tno check bench")

@@ -36,7 +36,7 @@ def main() -> None:
 
     from scribe_spark.laws import MODELS, popularity
     from scribe_spark.reference.sequencing_groups import group_sizes as reference_sizes
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
     from scribe_spark.tno import groups
     from scribe_spark.workloads.popularity import draw_subscriptions
     spark = (SparkSession.builder.master(args.master).config(map=SESSION_CONF)

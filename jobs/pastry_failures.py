@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC P3 (Pastry routing under node failures, and repair)."""
+"""spark-submit entry point: P3 (Pastry routing under node failures, and repair)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

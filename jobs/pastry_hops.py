@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC P1 + P2 (Pastry hops and relative route distance)."""
+"""spark-submit entry point: P1 + P2 (Pastry hops and relative route distance)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

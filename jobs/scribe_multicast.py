@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC S1 (Scribe at scale vs IP multicast)."""
+"""spark-submit entry point: S1 (Scribe at scale vs IP multicast)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

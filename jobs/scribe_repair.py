@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC S3 (Scribe tree repair during an event stream, reliable extension)."""
+"""spark-submit entry point: S3 (Scribe tree repair during an event stream, reliable extension)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC S2 (Scribe with many small groups)."""
+"""spark-submit entry point: S2 (Scribe with many small groups)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

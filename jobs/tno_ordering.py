@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC T3 (TNO correctness over Scribe)."""
+"""spark-submit entry point: T3 (TNO correctness over Scribe)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

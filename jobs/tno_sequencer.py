@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC T2 (TNO sequencer latency, throughput, bandwidth)."""
+"""spark-submit entry point: T2 (TNO sequencer latency, throughput, bandwidth)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""spark-submit entry point: SPEC T1 (TNO timestamp size)."""
+"""spark-submit entry point: T1 (TNO timestamp size)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """scribe-spark: a Spark-native, bulk-synchronous simulator of Pastry, Scribe and TNO."""
-from scribe_spark import worker_exit, worker_imports
+from scribe_spark.spark import worker_exit, worker_imports
 
 __version__ = "0.1.0"
 

@@ -207,10 +207,9 @@ def _unsized(cut: DataFrame) -> DataFrame:
     """Return a locally checkpointed frame that reads the same cached blocks with no size estimate.
 
     A local checkpoint keeps the size (and the constraints) Spark derived from its plan, and Spark
-    estimates a join as the product of its sides: a state joined each superstep with a frame
-    computed from itself had an estimate of 17 digits, then 3 to 4 times as many digits each
-    superstep (11,598 by the sixth), until planning a superstep took longer than running it (0.5 s
-    supersteps took 8.7, 23 and 83 s by the thirteenth to fifteenth). Without an estimate Spark
+    estimates a join as the product of its sides: for a state joined each superstep with a frame
+    computed from itself, the estimate's digits grow by a factor each superstep, until planning a
+    superstep takes longer than running it (seconds, then minutes). Without an estimate Spark
     assumes spark.sql.defaultSizeInBytes, as for any scan of an RDD; either way the frame is far
     above every size under which Spark would broadcast it, so the plans do not change.
     """

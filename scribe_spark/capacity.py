@@ -121,10 +121,10 @@ def _keys(knobs: Knobs) -> tuple[str, str]:
     return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-# measured at 10,000,000 nodes (S1 on the transit-stub model, local[2], SCRIBE_DRIVER_MEMORY=8g;
-# BENCHMARKS.md, "Growth from 10,000 to 10,000,000 nodes"): the driver JVM's resident memory beyond
-# its heap, the Python driver's per node of the overlay, and each local Python worker's; each kind's
-# own peak, and those need not coincide (at 20M nodes the whole run peaked 23% below their sum)
+# each kind of process at its own peak in S1 at 10,000,000 nodes (transit-stub, local[2], an 8 GiB
+# heap; the performance page has the runs): the driver JVM's resident memory beyond its heap, the
+# Python driver's bytes per node of the overlay, and each local Python worker's. The peaks need not
+# coincide, so their sum overestimates a run's peak.
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
 DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
 WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers

@@ -62,7 +62,7 @@ def popularity_model(name: Any) -> str | None:
 
 @dataclass(frozen=True)
 class TopologyParams:
-    """Transit-stub router graph (SPEC section 5); delays in ms."""
+    """Transit-stub router graph (docs/model.md, networks); delays in ms."""
 
     transit_domains: int = count(10, "transit domains", hi=1000)
     routers_per_transit: int = count(5, "routers in each transit domain", hi=1000)
@@ -82,7 +82,7 @@ class TopologyParams:
 
 @dataclass(frozen=True)
 class OverlayParams:
-    """Pastry knobs of every job that builds an overlay (SPEC section 2)."""
+    """Pastry knobs of every job that builds an overlay (docs/model.md, Pastry)."""
 
     b: int = knob(4, "bits per digit of an id (must divide 128)", choices=(1, 2, 4, 8))
     leaf_set: int = count(16, "leaf-set size |L|, even, below the overlay's size", lo=2, hi=256,
@@ -284,7 +284,7 @@ def node_counts(default: Any, doc: str, least: int = 2) -> Any:
 
 @dataclass(frozen=True)
 class PastryHopsParams(AnyProximity):
-    """SPEC P1 + P2: hops and relative route distance vs overlay size."""
+    """P1 + P2: hops and relative route distance vs overlay size."""
 
     nodes: tuple[int, ...] = node_counts((1000, 3000, 10000, 30000, 100000),
                                          "overlay sizes, one sweep point each")
@@ -331,7 +331,7 @@ class PastryJoinsParams(AnyProximity):
 
 @dataclass(frozen=True)
 class ScribeParams(TopicWorkload, OnRouters):
-    """SPEC S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
+    """S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
 
     nodes: int = node_counts(100_000, "Scribe (Pastry) nodes, attached to random stub routers by 1 ms LAN "
                                       "links")
@@ -357,7 +357,7 @@ class ScribeParams(TopicWorkload, OnRouters):
 
 @dataclass(frozen=True)
 class TnoSizeParams:
-    """SPEC T1: TNO timestamp size vs subscriptions."""
+    """T1: TNO timestamp size vs subscriptions."""
 
     clients: int = count(10_000, "clients, each subscribing to topics_per_client distinct topics")
     topics: int = count(1000, "topics", lo=2, hi=TNO_TOPICS_MAX, why_hi="each law is computed per topic")
@@ -388,7 +388,7 @@ TICKS_MAX = 1_000_000   # the unreliable scenarios' TTL checks, each over every 
 
 @dataclass(frozen=True)
 class TnoOrderingParams(TnoDeployment, OnRouters):
-    """SPEC T3: TNO over Scribe trees whose per-hop delays reorder events."""
+    """T3: TNO over Scribe trees whose per-hop delays reorder events."""
 
     nodes: int = node_counts(2000, "Scribe (Pastry) nodes on the transit-stub network")
     clients: int = count(300, "subscribers and publishers, a subset of the nodes")
@@ -414,8 +414,8 @@ class TnoOrderingParams(TnoDeployment, OnRouters):
     buffer_size: int = count(100, "unreliable mode: at most this many buffered events", hi=10_000_000)
     servers: int = count(5, "TM servers (contiguous topic ranges)")
     regions: int = count(2, "regions of servers and clients: same region = short link")
-    chains: tuple[str, ...] = knob(CHAINS, "chain rules, each running the four scenarios", choices=CHAINS,
-                                   min_items=1)
+    chains: tuple[str, ...] = knob(CHAINS, "chain rules: the first runs the four scenarios and the loss "
+                                           "sweep, the others the reliable ENS", choices=CHAINS, min_items=1)
     causal: bool = knob(False, "causal variant: groups from one shared subscription instead of two")
     engine: str = knob("process", "process: one discrete-event simulation; spark: ENS and subscribers in "
                                   "Spark",
@@ -442,7 +442,7 @@ class TnoOrderingParams(TnoDeployment, OnRouters):
 
 @dataclass(frozen=True)
 class TnoSequencerParams(TnoDeployment):
-    """SPEC T2: latency, throughput and inter-server bandwidth of the multistage sequencer."""
+    """T2: latency, throughput and inter-server bandwidth of the multistage sequencer."""
 
     clients: int = count(1000, "clients")
     topics: int = count(1000, "topics", lo=2, hi=TNO_TOPICS_MAX, why_hi="each law is computed per topic")
@@ -504,7 +504,7 @@ class TnoSequencerParams(TnoDeployment):
 
 @dataclass(frozen=True)
 class PastryFailuresParams(Failures, AnyProximity):
-    """SPEC P3: routing before failures, after failures without repair, and after repair."""
+    """P3: routing before failures, after failures without repair, and after repair."""
 
     nodes: int = node_counts(5000, "overlay size")
     lookups: int = count(200_000, "random keys from random surviving nodes, the same in every phase")
@@ -523,7 +523,7 @@ class PastryFailuresParams(Failures, AnyProximity):
 
 @dataclass(frozen=True)
 class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
-    """SPEC S3: Scribe tree repair, with and without the reliable extension, during an event stream."""
+    """S3: Scribe tree repair, with and without the reliable extension, during an event stream."""
 
     nodes: int = node_counts(5000, "overlay size")
     topics: int = count(100, "Scribe topics")

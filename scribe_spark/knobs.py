@@ -137,6 +137,8 @@ def _integral(x: float | None) -> bool:
 def _num(x: float | None) -> str:
     if x is None:
         return "inf"
+    if x == INT_MAX:
+        return "2^63 - 1"
     if isinstance(x, int):
         return f"{x:,}" if abs(x) < 10**15 else f"{x:.3g}"
     if math.isfinite(x) and x == int(x) and abs(x) < 1e7:

@@ -6,8 +6,8 @@ of its metrics. A metric is written `name`, `name[variant]`, `name@x` or `name[v
 `variant` picks one series (a popularity model, a routing mode, a second join phase, ...) and
 `x` a point on the figure's x axis (a number such as the overlay size, or a category such as a
 phase). These strings are what a published-values file names in its `metric` column. The
-paper's side of each setup is what `../shared/SPEC.md` states; where it states nothing, the
-table says so.
+paper's side of each setup is the paper's setup as docs/model.md describes it; where that says
+nothing, the table says so.
 """
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from scribe_spark.experiments.outputs import OUTPUTS
 from scribe_spark.reference.routing_tables import QUALITY
 
 Params = dict                     # a job's resolved parameters, as read back from its params.toml
 Row = tuple[str, str, str, str]  # (aspect, the paper's, ours, verdict: "", "differs: …", "may differ: …", NA)
-NA = "n/a"                        # the SPEC states nothing to compare with
+NA = "n/a"                        # the paper's setup states nothing to compare with
 
 PASTRY = "Pastry (Rowstron & Druschel, Middleware 2001)"
 SCRIBE = "Scribe (Castro, Druschel, Kermarrec & Rowstron, IEEE JSAC 2002; Rowstron et al., NGC 2001)"
@@ -105,15 +106,15 @@ def _pastry(p: Params) -> Row:
 
 
 def _network(p: Params, paper: str | None) -> Row:
-    """The proximity model: the plane where the SPEC names it (P1, P2), not stated elsewhere."""
+    """The proximity model: the plane where the paper's setup names it (P1, P2), not stated elsewhere."""
     ours = f"`{p['proximity']}` model"
     if paper is None:
-        return ("network", "not stated in the SPEC", ours, NA)
+        return ("network", "not stated in the paper's setup", ours, NA)
     return ("network", paper, ours, _differs(p["proximity"] != "plane", "another proximity model"))
 
 
 def _state(p: Params) -> Row:
-    return ("node state", "not stated in the SPEC",
+    return ("node state", "not stated in the paper's setup",
             "converged: every routing-table entry is the proximity-best valid node (random mode: a "
             "random valid one)",
             "may differ: an overlay grown by joins holds the proximity-best node in fewer entries "
@@ -121,7 +122,7 @@ def _state(p: Params) -> Row:
 
 
 def _p12_setup(p: Params, sizes: Row) -> list[Row]:
-    return [sizes, _pastry(p), _network(p, "nodes at random points of a Euclidean plane (SPEC P2; P1 "
+    return [sizes, _pastry(p), _network(p, "nodes at random points of a Euclidean plane (P2; P1 "
                                            "and P2 are the same runs)"),
             ("lookups", "200,000 between random node pairs", f"{p['lookups']:,} per size and mode",
              _differs(p["lookups"] != 200_000, "fewer lookups (more sampling noise)")),
@@ -167,7 +168,7 @@ def _failures_setup(p: Params) -> list[Row]:
 
 
 def _joins_setup(p: Params) -> list[Row]:
-    return [("overlay", "not stated in the SPEC", f"{p['nodes']:,} nodes", NA),
+    return [("overlay", "not stated in the paper's setup", f"{p['nodes']:,} nodes", NA),
             _pastry(p), _network(p, None),
             ("how nodes join", "a new node routes a join message to its own id through a nearby node",
              f"the same; {p['initial']:,} nodes start converged, the others join in batches of "
@@ -176,7 +177,7 @@ def _joins_setup(p: Params) -> list[Row]:
              "candidates: first the row-i entries of each of its row-i nodes, then whole routing tables",
              f"phases measured: {', '.join(p['improve'])}; the requests for every row go out at once, to the "
              "nodes the route gave; the neighborhood set is not asked",
-             "may differ: one reading of the SPEC's text; a row-by-row exchange could use rows improved "
+             "may differ: one reading of the paper's text; a row-by-row exchange could use rows improved "
              "before it"),
             ("optimal", "empty, proximity-optimal and sub-optimal entries per row",
              "optimal = the converged construction's entry (the proximity-best valid node); per node = "
@@ -189,7 +190,7 @@ def _scribe_setup(p: Params, small: bool) -> list[Row]:
     routers = t["transit_domains"] * t["routers_per_transit"] * (1 + t["stubs_per_transit_router"]
                                                                   * t["routers_per_stub"])
     if small:
-        topics = ("topics", "many topics of few subscribers (the SPEC's example: 11 each)",
+        topics = ("topics", "many topics of few subscribers (the paper's example: 11 each)",
                   f"{p['topics']:,} topics of {p['group_size']} subscribers" if p["group_size"] else
                   "sizes by rank", _differs(not p["group_size"], "topic sizes by rank"))
     else:
@@ -203,7 +204,7 @@ def _scribe_setup(p: Params, small: bool) -> list[Row]:
             ("network", "transit-stub, 5,050 routers; nodes on random stub routers by 1 ms LAN links",
              f"transit-stub, {routers:,} routers; 1 ms LAN links",
              _differs(routers != 5050, "another graph")),
-            ("link delays", "by link type (the SPEC gives no values)",
+            ("link delays", "by link type (the paper gives no values)",
              f"transit {t['delay_transit_transit']:g}, inter-transit {t['delay_inter_transit']:g}, "
              f"transit-stub {t['delay_transit_stub']:g}, stub {t['delay_stub_stub']:g} ms", NA),
             topics,
@@ -212,7 +213,7 @@ def _scribe_setup(p: Params, small: bool) -> list[Row]:
              f"`{p['topic_root']}`", ""),
             ("delay measured", "delay to the members via Scribe against via IP unicast",
              "from the topic's root down the tree (the publisher's route to the root is in delay.csv apart)",
-             "may differ: the SPEC does not say where the delay starts"),
+             "may differ: the paper does not say where the delay starts"),
             _pastry(p), _state(p), _seed(p)]
 
 
@@ -224,7 +225,7 @@ def _t1_setup(p: Params) -> list[Row]:
              "topics", _differs((p["clients"], p["topics"]) != (10_000, 1000), "another size")),
             ("subscriptions", "10k … 2,000k in all: 10 … 200 distinct topics per client",
              f"{min(subs):,} … {max(subs):,}: {', '.join(map(str, k))} distinct topics per client; drawn by "
-             "weighted sampling without replacement (the SPEC does not say how)",
+             "weighted sampling without replacement (the paper does not say how)",
              _differs(max(subs) < 2_000_000 or min(subs) > 10_000, "another range")),
             ("popularity", "power law over topics, shape 0.901 (geographic) or 0.349 (spray-and-diffuse): "
              "rank r drawn with probability ∝ r^-(1 + shape)", ", ".join(f"`{m}`" for m in models),
@@ -258,12 +259,12 @@ def _t2_setup(p: Params) -> list[Row]:
             ("chains", "the timestamp visits the TMs of the event's sequencing group (`literal`)",
              f"rules measured: {', '.join(p['chains'])} (`etree`, our default, also relays through the "
              "elimination tree)", _differs("literal" not in p["chains"], "the paper's rule is not measured")),
-            ("service time", "not stated in the SPEC",
+            ("service time", "not stated in the paper's setup",
              f"{p['service_ms']:g} ms per timestamp stage, relays free",
              NA),
             ("rates", "up to 10,000 events/s", ", ".join(f"{r:g}" for r in p["rates"]) + f" events/s, "
              f"{p['duration_s']:g} s each", _differs(max(p["rates"]) < 10_000, "a lower top rate")),
-            ("subscription sweep", "total subscriptions at 5,000 requests/s (the SPEC gives no range)",
+            ("subscription sweep", "total subscriptions at 5,000 requests/s (the paper gives no range)",
              f"{min(sweep):,} … {max(sweep):,} at {p['subscription_rate']:g}/s, the first chain rule only",
              _differs(p["subscription_rate"] != 5000, "another rate")),
             ("topics per client", "10 in the rate sweep", f"{p['topics_per_client']}",
@@ -274,7 +275,8 @@ def _t2_setup(p: Params) -> list[Row]:
 # ------------------------------------------------------------------ reading the job tables
 
 def _csv(folder: Path, name: str) -> pd.DataFrame:
-    return pd.read_csv(folder / name)
+    """A finished run's table `name`, read through the declaration of its experiment (the folder's name)."""
+    return OUTPUTS[folder.name][name].read(folder)
 
 
 def _list(v) -> list[str]:
@@ -282,30 +284,31 @@ def _list(v) -> list[str]:
 
 
 def _hops_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    h = _csv(folder, "hops.csv")
+    h = _csv(folder, "hops")
     return [(m, "", n, v) for m in ("mean_hops", "max_hops", "log_2b_n") for n, v in zip(h.nodes, h[m])]
 
 
 def _hist_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    d = _csv(folder, "hop_distribution.csv")
+    d = _csv(folder, "hop_distribution")
     d = d[d.nodes == d.nodes.max()]
     return [("fraction", "", h, f) for h, f in zip(d.hops, d.fraction)]
 
 
 def _distance_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    d = _csv(folder, "distance.csv")
+    d = _csv(folder, "distance")
     return [("relative_distance", m, n, v) for n, m, v in zip(d.nodes, d["mode"], d.mean_relative_distance)]
 
 
 def _failures_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    f = _csv(folder, "failures.csv").set_index("phase")
+    f = _csv(folder, "failures").set_index("phase")
     out = [(m, "", ph, f.at[ph, m]) for m in ("mean_hops", "correct_fraction", "timeouts_per_lookup")
            for ph in f.index]
     after = f.loc["after_repair"]
-    r = _csv(folder, "repair.csv").iloc[0]
+    r = _csv(folder, "repair").iloc[0]
     table = r.table_rpcs_per_failed_node
-    if (folder / "lazy_passes.csv").exists():   # lazy: the first pass over the lookups is the repair counted
-        table = _csv(folder, "lazy_passes.csv").set_index("pass").at[1, "table_rpcs_per_failed_node"]
+    # lazy repair: the repair counted is the first pass over the lookups
+    if (folder / OUTPUTS[folder.name]["lazy_passes"].file).exists():
+        table = _csv(folder, "lazy_passes").set_index("pass").at[1, "table_rpcs_per_failed_node"]
     return out + [("repair_messages_per_failed_node", "", "", after.repair_messages_per_failed_node),
                   ("repair_rpcs_per_failed_node", "", "", after.repair_rpcs_per_failed_node),
                   ("leaf_set_rpcs_per_failed_node", "", "", r.leaf_rpcs_per_failed_node),
@@ -313,14 +316,14 @@ def _failures_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
 
 
 def _quality_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    q = _csv(folder, "join_quality.csv")
+    q = _csv(folder, "join_quality")
     return [(f"{k}_per_node", r.improve, r.row, getattr(r, k) / p["nodes"]) for r in q.itertuples()
             for k in QUALITY]
 
 
 def _join_cost_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    q = _csv(folder, "join_quality.csv").groupby("improve", sort=False)[list(QUALITY)].sum()
-    j = _csv(folder, "joins.csv").set_index("improve")
+    q = _csv(folder, "join_quality").groupby("improve", sort=False)[list(QUALITY)].sum()
+    j = _csv(folder, "joins").set_index("improve")
     out = [("optimal_share", ph, "", q.at[ph, "optimal"] / q.loc[ph].sum()) for ph in j.index]
     out += [("mean_hops", ph, "", j.at[ph, "mean_hops"]) for ph in j.index]
     return out + [("exchange_messages_per_newcomer", ph, "",
@@ -332,7 +335,7 @@ PENALTY_GRID = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0)   # where the report reads the sh
 
 
 def _penalties(folder: Path) -> pd.DataFrame:
-    return _csv(folder, "delay.csv").dropna(subset=["rmd", "rad"])
+    return _csv(folder, "delay").dropna(subset=["rmd", "rad"])
 
 
 def _delay_stats(folder: Path) -> list[tuple]:
@@ -360,12 +363,12 @@ _STRESS_COLUMN = {"mean_all": "mean_all_nodes", "mean_nonzero": "mean_nonzero", 
 
 
 def _stress_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    s = _csv(folder, "node_stress.csv").set_index("metric")
+    s = _csv(folder, "node_stress").set_index("metric")
     return [(f"{w}_{st}", "", "", float(s.at[w, _STRESS_COLUMN[st]])) for w, st in _STRESS]
 
 
 def _link_values(folder: Path, p: Params, pub: pd.DataFrame, prefix: str = "") -> list[tuple]:
-    s = _csv(folder, "link_stress.csv")
+    s = _csv(folder, "link_stress")
     return [(prefix + m, r.scheme, "", float(getattr(r, m))) for m in ("mean", "max") for r in s.itertuples()]
 
 
@@ -380,7 +383,7 @@ _T1_WEIGHTED = tuple(c.replace("_size_", "_size_weighted_") for c in _T1)
 
 def _t1_values(columns: tuple[str, ...]) -> Callable:
     def values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-        t = _csv(folder, "timestamp_size.csv")
+        t = _csv(folder, "timestamp_size")
         return [(c, r.popularity, r.subscriptions, getattr(r, c)) for c in columns for r in t.itertuples()]
     return values
 
@@ -395,7 +398,7 @@ def _t2_variants(p: Params) -> dict[str, list[str]]:
 
 def _t2_values(sweep: str, x: str, metrics: tuple[str, ...]) -> Callable:
     def values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-        t = _csv(folder, "sequencer.csv")
+        t = _csv(folder, "sequencer")
         t = t[t.sweep == sweep]
         return [(m, f"{r.popularity}/{r.chains}", getattr(r, x), getattr(r, m)) for m in metrics
                 for r in t.itertuples()]
@@ -403,7 +406,7 @@ def _t2_values(sweep: str, x: str, metrics: tuple[str, ...]) -> Callable:
 
 
 def _bw_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
-    b = _csv(folder, "bandwidth.csv")
+    b = _csv(folder, "bandwidth")
     return [("outgoing_percent", f"{r.popularity}/{r.chains}", str(r.server + 1), r.outgoing_percent)
             for r in b.itertuples()]
 
@@ -540,8 +543,8 @@ FIGURES: tuple[Figure, ...] = (
            _hops_setup, _hops_values, _series(("mean_hops", "max_hops", "log_2b_n"), logx=True),
            "overlay nodes N", "hops",
            notes="Route length depends on the routing rule, b and N, hardly on locality: at 5,000 nodes an "
-                 "overlay grown by joins routes 0.04 hops longer than the converged one (BENCHMARKS.md, "
-                 "\"Pastry joins\")."),
+                 "overlay grown by joins routes 0.04 hops longer than the converged one (the pastry_joins "
+                 "experiment)."),
     Figure("pastry_hop_distribution", PASTRY, "Distribution of route lengths at the largest N (P1)",
            "pastry_hops", "Share of the lookups that took each number of hops.",
            (Metric("fraction", "share of lookups with this many hops", x="hops"),),

@@ -8,7 +8,7 @@ import re
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import matplotlib
 
@@ -40,6 +40,24 @@ def write_csv(df: pd.DataFrame, path: Path) -> Path:
     """Write a table with a header and no index."""
     df.to_csv(path, index=False, float_format="%.6g")
     return path
+
+
+def write_tables(outcome: Any, declared: dict[str, Any], folder: Path) -> None:
+    """Write an experiment's tables as `<name>.csv`, each checked against its declaration first.
+
+    A table that is not declared, a declared one missing (unless optional) or columns other than
+    the declared ones, in their order, is an error of the experiment's code, raised before writing.
+    """
+    tables = outcome.tables
+    unknown = sorted(set(tables) - set(declared))
+    missing = sorted(n for n, t in declared.items() if n not in tables and not t.optional)
+    if unknown or missing:
+        raise ValueError(f"tables not declared: {unknown}; declared tables not made: {missing}")
+    for name, frame in tables.items():
+        if list(frame.columns) != declared[name].names:
+            raise ValueError(f"table {name}: columns {list(frame.columns)}, declared {declared[name].names}")
+    for name, frame in tables.items():
+        write_csv(frame, folder / declared[name].file)
 
 
 def figure(path: Path, title: str, xlabel: str, ylabel: str):
@@ -262,9 +280,10 @@ def markdown_html(text: str, prefix: str = "") -> str:
                 rows.append([c.strip().replace("\\|", "|") for c in cells])
                 i += 1
             body = [r for r in rows[1:] if not all(re.fullmatch(r":?-+:?", c) for c in r)]
-            out.append("<table><tr>" + "".join(f"<th>{_inline(c, prefix)}</th>" for c in rows[0]) + "</tr>"
+            out.append('<div class="table"><table><tr>'
+                       + "".join(f"<th>{_inline(c, prefix)}</th>" for c in rows[0]) + "</tr>"
                        + "".join("<tr>" + "".join(f"<td>{_inline(c, prefix)}</td>" for c in r) + "</tr>"
-                                 for r in body) + "</table>")
+                                 for r in body) + "</table></div>")
             continue
         elif line.startswith("- "):
             flush()
@@ -283,10 +302,20 @@ def markdown_html(text: str, prefix: str = "") -> str:
 
 LISTED = (".csv", ".toml", ".md", ".parquet", ".pdf")   # a run's files the index page links to
 
-_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
-          "table{border-collapse:collapse;margin:.5em 0;font-size:.85em}td,th{border:1px solid #bbb;"
-          "padding:2px 6px;text-align:left}th{background:#eee}img{max-width:100%;margin:.3em 0}"
-          "section{border-top:3px solid #444;margin-top:2em}code{background:#f3f3f3}")
+# A contents sidebar beside the results; a wide table scrolls inside its own box; a plot shows at up to
+# 900 px (its natural size) and never wider than the column
+_STYLE = ("body{font-family:sans-serif;margin:0;line-height:1.4;color:#222}"
+          "nav{position:fixed;top:0;left:0;bottom:0;width:15em;overflow-y:auto;padding:1em;"
+          "background:#f6f6f6;border-right:1px solid #ccc;box-sizing:border-box;font-size:.9em}"
+          "nav ul{list-style:none;padding-left:0;margin:0}nav ul ul{padding-left:1em;font-size:.92em}"
+          "nav a{text-decoration:none}nav a:hover{text-decoration:underline}"
+          "main{margin-left:15em;padding:1em 2em;max-width:1000px;box-sizing:border-box;min-width:0}"
+          "div.table{overflow-x:auto;max-width:100%;margin:.5em 0}"
+          "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #bbb;padding:2px 6px;"
+          "text-align:left;white-space:nowrap}th{background:#eee}"
+          "img{display:block;width:900px;max-width:100%;height:auto;margin:.6em 0}"
+          "section{border-top:3px solid #444;margin-top:2em}code{background:#f3f3f3}"
+          "@media (max-width:700px){nav{position:static;width:auto;border-right:none}main{margin-left:0}}")
 
 
 def _image(target: str, alt: str) -> str:
@@ -298,7 +327,8 @@ def _link(target: str, text: str) -> str:
 
 
 def write_index(root: Path, title: str) -> Path:
-    """Write root/index.html: every run's summary (a report first), its plots and tables, on one page.
+    """Write root/index.html: every run's summary (a report first), its plots and tables, on one page
+    with a contents sidebar.
 
     The page needs no server or network: plots are linked relatively, so it works wherever the
     folder is copied. Written atomically.
@@ -306,22 +336,20 @@ def write_index(root: Path, title: str) -> Path:
     parts = [("reproduce", "report.md")] if (root / "reproduce" / "report.md").is_file() else []
     parts += [(d.name, "summary.md") for d in sorted(root.iterdir())
               if d.is_dir() and not d.name.startswith(".") and (d / "summary.md").is_file()]
-    body = []
+    body, toc = [], []
     for name, md in parts:
-        folder = root / name
-        text = (folder / md).read_text()
-        shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text))
-        plots = [p.name for p in sorted(folder.glob("*.png")) if p.name not in shown]
-        files = [p.name for p in sorted(folder.iterdir()) if p.suffix in LISTED]
-        body.append(f'<section id="{html.escape(name, quote=True)}">' + markdown_html(text, f"{name}/")
-                    + "".join(_image(f"{name}/{p}", p) for p in plots)
-                    + "<p>Files: " + ", ".join(_link(f"{name}/{f}", f) for f in files) + "</p></section>")
-    toc = "".join(f'<li><a href="#{html.escape(n)}">{html.escape(n)}</a></li>' for n, _ in parts)
+        section, headings = _section(root / name, name, md)
+        body.append(section)
+        inner = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(t)}</a></li>' for a, t in headings)
+        toc.append(f'<li><a href="#{html.escape(name)}">{html.escape(name)}</a>'
+                   + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-            f"<p>{len(parts)} result folders in <code>{html.escape(str(root))}</code>, "
-            f"page written {datetime.now():%Y-%m-%d %H:%M}.</p><ul>{toc}</ul>" + "\n".join(body)
-            + "</body></html>\n")
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<style>{_STYLE}</style></head>"
+            f"<body><nav><strong>Contents</strong><ul>{''.join(toc)}</ul></nav><main>"
+            f"<h1>{html.escape(title)}</h1><p>{len(parts)} result folders in <code>{html.escape(str(root))}"
+            f"</code>, page written {datetime.now():%Y-%m-%d %H:%M}.</p>" + "\n".join(body)
+            + "</main></body></html>\n")
     tmp = root / f".index.html.tmp-{os.getpid()}"
     try:
         tmp.write_text(page)
@@ -329,6 +357,26 @@ def write_index(root: Path, title: str) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return root / "index.html"
+
+
+def _section(folder: Path, name: str, md: str) -> tuple[str, list[tuple[str, str]]]:
+    """One result folder as a section (its summary, the plots it does not show, its files) and the
+    (anchor, text) of its second-level headings for the contents."""
+    text = (folder / md).read_text()
+    shown = set(re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text))
+    plots = [p.name for p in sorted(folder.glob("*.png")) if p.name not in shown]
+    files = [p.name for p in sorted(folder.iterdir()) if p.suffix in LISTED]
+    headings = []
+
+    def anchored(m: re.Match) -> str:
+        anchor = f"{name}-{len(headings) + 1}"
+        headings.append((anchor, re.sub(r"<[^>]+>", "", m[1])))
+        return f'<h2 id="{html.escape(anchor, quote=True)}">{m[1]}</h2>'
+    summary = re.sub(r"<h2>(.*?)</h2>", anchored, markdown_html(text, f"{name}/"))
+    section = (f'<section id="{html.escape(name, quote=True)}">' + summary
+               + "".join(_image(f"{name}/{p}", p) for p in plots)
+               + "<p>Files: " + ", ".join(_link(f"{name}/{f}", f) for f in files) + "</p></section>")
+    return section, headings
 
 
 if __name__ == "__main__":   # python -m scribe_spark.report DIR "TITLE": the one-page view of DIR

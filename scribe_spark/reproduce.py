@@ -356,7 +356,7 @@ def _head(root: Path, published: pd.DataFrame, published_file: Path | None) -> s
             "overlay size, or a category such as a phase). A published-values file names the figure in "
             "its `figure` column and one of these names in its `metric` column; each figure lists its "
             "names at its end, and `./run.sh reproduce --metrics` prints them all.\n\n"
-            "**Setup tables** put the paper's setup (as `../shared/SPEC.md` states it) beside this run's "
+            "**Setup tables** put the paper's setup (as the docs' model page describes it) beside this run's "
             "and name every difference.\n\n## Figures\n\n" + contents + "\n\n")
 
 

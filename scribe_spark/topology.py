@@ -1,4 +1,4 @@
-"""Proximity models (SPEC section 5): where nodes sit and how far apart they are.
+"""Proximity models (docs/model.md, networks): where nodes sit and how far apart they are.
 
 A `Proximity` answers two vectorized questions the overlay needs: the distance between
 node pairs, and, for a set of query nodes, the closest member of a candidate set. It is

@@ -40,7 +40,7 @@ def spark():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from scribe_spark.session import SESSION_CONF
+    from scribe_spark.spark.session import SESSION_CONF
     session = (SparkSession.builder.master("local[2]").appName("scribe-spark tests").config(map=SESSION_CONF)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

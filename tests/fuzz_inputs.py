@@ -22,8 +22,8 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scribe_spark.experiments.registry import JOBS  # noqa: E402
 from scribe_spark.knobs import Knob, declared, default_of  # noqa: E402
-from scribe_spark.registry import JOBS  # noqa: E402
 
 
 def toml(value: Any) -> str:

@@ -10,15 +10,24 @@ from pathlib import Path
 import numpy as np
 
 from scribe_spark import ids, report, topology
+from scribe_spark.experiments.registry import JOBS
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.pairwise_order import pairwise_check
-from scribe_spark.registry import JOBS
 from scribe_spark.tno import groups
 from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement, random_ens
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def empty_outcome(job: str):
+    """An outcome with every declared table of `job` empty: what a stand-in experiment returns."""
+    import pandas as pd
+
+    from scribe_spark.experiments.outputs import Outcome
+    return Outcome({name: pd.DataFrame(columns=t.names) for name, t in JOBS[job].outputs.items()
+                    if not t.optional})
 M = 1 << 128
 
 

@@ -162,7 +162,7 @@ def test_bad_input_is_one_line_before_spark(tmp_path, capsys, name, args, reason
 
 
 def test_there_are_at_least_30_bad_inputs_across_all_jobs():
-    from scribe_spark.registry import JOBS
+    from scribe_spark.experiments.registry import JOBS
     assert len(CASES) >= 30 and {n for n, _, _ in CASES} >= set(JOBS)
 
 

@@ -1,6 +1,6 @@
 """README's cluster commands, exactly as written, work, and give the tables of a local run.
 
-bench/determinism.py compares every job on the standalone cluster (BENCHMARKS.md, "Determinism").
+bench/determinism.py compares every job on the standalone cluster (docs/performance.md, "Determinism").
 """
 import os
 import re

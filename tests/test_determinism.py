@@ -6,7 +6,7 @@ in-process runs of the `tiny` fixture (local[2], 2 shuffle partitions, no whole-
 the reference. The other driver starts with the suite's first test (conftest's `other_layout`), or
 with this test under pytest-xdist.
 bench/determinism.py extends this to every job and the standalone cluster (figures in
-BENCHMARKS.md, "Determinism").
+docs/performance.md, "Determinism").
 """
 import pytest
 

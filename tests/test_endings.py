@@ -5,8 +5,9 @@ import signal
 
 import pytest
 
-from scribe_spark import cli, registry
+from scribe_spark import cli
 from scribe_spark.cli import endings
+from scribe_spark.experiments import registry
 from tests.helpers import ROOT
 
 
@@ -55,15 +56,15 @@ def test_a_cause_below_a_python_exception_is_found():
         assert endings.ending(outer).code == endings.EXIT_OUT_OF_MEMORY
 
 
-def _broken(params, run) -> None:
-    """A stand-in experiment that fails after writing a file."""
+def simulate(params, run) -> None:
+    """This module as a stand-in experiment: it fails after writing a file."""
     run.path("half.csv").write_text("x\n")
     raise ZeroDivisionError("division by zero\nin the middle of a sweep")
 
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_a_failing_run_ends_in_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys, debug):
-    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_endings:_broken")
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], module="tests.test_endings")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     monkeypatch.delenv("SCRIBE_RUN_DIR", raising=False)
     args = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml"), "--out", str(tmp_path / "out")]
@@ -76,7 +77,7 @@ def test_a_failing_run_ends_in_one_line_and_leaves_nothing(tmp_path, monkeypatch
 
 
 def test_run_sh_hears_the_line_from_the_job_through_its_folder(tmp_path, monkeypatch, capsys):
-    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_endings:_broken")
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], module="tests.test_endings")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     monkeypatch.setenv("SCRIBE_RUN_DIR", str(tmp_path))
     args = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml"), "--out", str(tmp_path / "out")]

@@ -1,4 +1,4 @@
-"""Node failures and repair: routes, leaf sets and routing tables against brute force (SPEC P3)."""
+"""Node failures and repair: routes, leaf sets and routing tables against brute force (P3)."""
 import logging
 
 import numpy as np

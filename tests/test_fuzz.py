@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from scribe_spark.cli.environment import KNOBS
-from scribe_spark.registry import JOBS
+from scribe_spark.experiments.registry import JOBS
 from tests.helpers import ROOT
 
 

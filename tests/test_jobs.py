@@ -89,6 +89,6 @@ def test_tno_ordering_job_checks_tno_over_scribe(tiny):
 
 def test_jobs_keep_adaptive_execution_on_whatever_the_defaults_say(spark):
     # the configuration the jobs are measured in (their tables are the same without it)
-    from scribe_spark.session import spark_session
+    from scribe_spark.spark.session import spark_session
     with adaptive_execution_off(spark):
         assert spark_session("test").conf.get("spark.sql.adaptive.enabled") == "true"

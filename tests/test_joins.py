@@ -1,4 +1,4 @@
-"""Pastry joins as supersteps: an overlay grown by joins routes correctly (SPEC section 2)."""
+"""Pastry joins as supersteps: an overlay grown by joins routes correctly (docs/model.md, Pastry)."""
 import os
 
 import numpy as np

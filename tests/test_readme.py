@@ -5,7 +5,7 @@ import tomllib
 
 import pytest
 
-from scribe_spark import registry
+from scribe_spark.experiments import registry
 from tests.helpers import ROOT
 
 TABLE_ROW = re.compile(r"^\| ([^|]+) \| ([^|]+) \|", re.M)   # | `key`, … | `default`, … | meaning |

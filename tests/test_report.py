@@ -89,8 +89,14 @@ def test_a_sweep_axis_is_ticked_at_its_points_only():
     plt.close(fig)
 
 
-def _one_plot(params, run) -> None:
-    """A stand-in experiment: one plot, no Spark."""
+def simulate(params, run):
+    """This module as a stand-in experiment: no Spark, the declared tables empty ..."""
+    from tests.helpers import empty_outcome
+    return empty_outcome("pastry_hops")
+
+
+def report(outcome, params, run) -> None:
+    """... and one plot."""
     from scribe_spark import report
     with report.figure(run.path("p.png"), "t", "x", "y") as ax:
         ax.plot([1, 2], [3, 4], label="line")
@@ -99,9 +105,10 @@ def _one_plot(params, run) -> None:
 def test_pdf_copies_are_written_beside_the_pngs_only_when_asked(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    from scribe_spark import cli, registry, report
+    from scribe_spark import cli, report
     from scribe_spark.cli.args import project_root
-    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_report:_one_plot")
+    from scribe_spark.experiments import registry
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], module="tests.test_report")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     conf = ["--conf", str(project_root() / "conf/tiny/pastry_hops.toml")]
     assert cli.main("pastry_hops", [*conf, "--out", str(tmp_path / "a"), "--pdf"]) == 0

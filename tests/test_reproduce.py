@@ -159,14 +159,16 @@ def test_report_puts_published_values_beside_ours_and_one_page_shows_the_run(tin
 
 
 def test_published_points_are_marked_on_the_plot(tmp_path):
-    (tmp_path / "hops.csv").write_text("nodes,lookups,mean_hops,max_hops,log_2b_n\n"
-                                       "1000,10,2.5,4,2.49\n10000,10,3.3,5,3.32\n")
+    run = tmp_path / "pastry_hops"   # a job's folder: its tables are read by its declarations
+    run.mkdir()
+    (run / "hops.csv").write_text("nodes,lookups,mean_hops,max_hops,log_2b_n\n"
+                                  "1000,10,2.5,4,2.49\n10000,10,3.3,5,3.32\n")
     fig = papers.BY_NAME["pastry_hops"]
-    mine = reproduce.ours(fig, tmp_path, {})
+    mine = reproduce.ours(fig, run, {})
     pub = pd.DataFrame({"metric": ["mean_hops", "max_hops"], "variant": ["", ""], "x": ["1000", "10000"],
                         "value": [2.0, 6.0], "source": ["paper A", "paper A"]})
     _, ax = plt.subplots()
-    fig.plot(ax, tmp_path, {}, mine, pub)
+    fig.plot(ax, run, {}, mine, pub)
     points = {tuple(p) for c in ax.collections for p in c.get_offsets()}
     plt.close("all")
     assert points == {(1000.0, 2.0), (10000.0, 6.0)}

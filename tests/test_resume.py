@@ -75,16 +75,22 @@ def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
         assert all(len(h) == 32 for h in r.source)
 
 
-def _one_table(params, run) -> None:
-    """A stand-in experiment: one table, no Spark."""
+def simulate(params, run):
+    """This module as a stand-in experiment: no Spark, the declared tables empty ..."""
+    from tests.helpers import empty_outcome
+    return empty_outcome("pastry_hops")
+
+
+def report(outcome, params, run) -> None:
+    """... and one file of its own."""
     run.path("t.csv").write_text("x\n1\n")
 
 
 def test_resume_with_no_unfinished_run_says_it_starts_afresh(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    from scribe_spark import registry
-    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_resume:_one_table")
+    from scribe_spark.experiments import registry
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], module="tests.test_resume")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     out = tmp_path / "typo"
     args = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml"), "--out", str(out), "--resume"]
@@ -118,8 +124,8 @@ def test_a_resumed_run_names_the_code_of_its_earlier_points(tmp_path):
 def test_the_earlier_code_is_named_only_when_the_unfinished_run_kept_points(tmp_path, monkeypatch):
     import dataclasses
 
-    from scribe_spark import registry
-    job = dataclasses.replace(registry.JOBS["pastry_hops"], runner="tests.test_resume:_one_table")
+    from scribe_spark.experiments import registry
+    job = dataclasses.replace(registry.JOBS["pastry_hops"], module="tests.test_resume")
     monkeypatch.setitem(registry.JOBS, "pastry_hops", job)
     conf = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml")]
     digest = cli.plan("pastry_hops", conf).digest

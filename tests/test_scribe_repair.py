@@ -1,4 +1,4 @@
-"""Scribe tree repair (SPEC S3): superstep repair against a sequential Scribe, the event stream, the job."""
+"""Scribe tree repair (S3): superstep repair against a sequential Scribe, the event stream, the job."""
 import numpy as np
 import pandas as pd
 import pytest

@@ -7,7 +7,7 @@ import zipimport
 import pyarrow as pa
 import pytest
 
-from scribe_spark import worker_imports
+from scribe_spark.spark import worker_imports
 
 
 def _zip(path, modules: dict[str, str]) -> None:

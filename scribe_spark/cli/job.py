@@ -17,11 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scribe_spark import capacity, loader, registry
+from scribe_spark import capacity, loader
 from scribe_spark.cli import endings, environment, folder, logs
 from scribe_spark.cli.args import UsageError, parse_args, project_root
 from scribe_spark.cli.endings import EXIT_BAD_INPUT, EXIT_DONE_ALREADY
 from scribe_spark.cli.start import tell_run_sh
+from scribe_spark.experiments import registry
 from scribe_spark.knobs import ConfigError
 
 
@@ -183,8 +184,11 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
         run.log(f"continuing the unfinished run from {continued.name} ({kept} points done)")
     run.log(f"writing to {tmp}; if this run stops, continue it with: {hint(p)}")
     from scribe_spark import report  # matplotlib: not for the pre-start check
+    experiment = p.job.load()
+    outcome = experiment.simulate(p.params, run)
+    report.write_tables(outcome, p.job.outputs, tmp)
     with report.vector_copies(p.pdf):
-        p.job.load_runner()(p.params, run)
+        experiment.report(outcome, p.params, run)
     for stale in folder.finish(tmp, p.final, name):
         run.log(f"removed the unfinished folder {stale} of an earlier run that stopped")
     run.log(f"done: outputs in {p.final}")

@@ -1,4 +1,4 @@
-"""A job script's whole life (`jobs/*.py`): take the signals first, then run `job.main` and exit."""
+"""A job script's whole life (`jobs/*.py`): take the signals first, run the job (or the tour), exit."""
 from __future__ import annotations
 
 import os
@@ -9,27 +9,40 @@ from types import FrameType
 
 
 def run_job(name: str) -> None:
-    """Run job `name` and exit; a failed run exits at once, after its one line.
+    """Run job `name` and exit; a failed run exits at once, after its one line."""
+    _take_signals(f"{name}: error: stopped by {{how}} before the run started; nothing was written")
+    from scribe_spark.cli.job import main
+    _exit(main(name))
 
-    The signals are taken before the library's imports, which take a few seconds: a signal then
-    ends the process with one line, as nothing is written yet. Exiting at once after a failure:
-    the run may have stopped inside a Spark call, and the interpreter's exit would then wait on,
-    or print about, a JVM that is itself shutting down.
+
+def run_tour(out: str, title: str) -> None:
+    """Run the quick tour into `out` in this one driver and exit as `run_job` does."""
+    _take_signals("tour: error: stopped by {how} between jobs; the jobs before are complete")
+    from scribe_spark.cli import tour
+    _exit(tour.run(out, title))
+
+
+def _take_signals(said: str) -> None:
+    """Outside a job (which takes them itself), SIGINT and SIGTERM end the process with the line `said`.
+
+    Taken before the library's imports, which take a few seconds; run.sh learns the driver's pid.
     """
     def early(signum: int, frame: FrameType | None) -> None:
-        how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        line = f"{name}: error: stopped by {how} before the run started; nothing was written"
+        line = said.format(how="Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
         if not tell_run_sh("status", f"{128 + signum}\n{line}"):
             print(line, file=sys.stderr, flush=True)
         os._exit(128 + signum)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, early)
     tell_run_sh("driver.pid", os.getpid())
-    from scribe_spark.cli.job import EXIT_BAD_INPUT, main
-    code = main(name)
+
+
+def _exit(code: int) -> None:
+    """Exit with `code`; after a failure at once: the run may have stopped inside a Spark call, and
+    the interpreter's exit would then wait on, or print about, a JVM that is itself shutting down."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if code > EXIT_BAD_INPUT:
+    if code > 2:   # beyond bad input, refused before anything ran
         os._exit(code)
     sys.exit(code)
 

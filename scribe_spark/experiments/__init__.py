@@ -1,1 +1,1 @@
-"""One module per job: parameters in, tables and plots out (SPEC experiments)."""
+"""One module per job: parameters in, tables and plots out (the experiments of docs/model.md)."""

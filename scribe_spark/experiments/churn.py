@@ -22,20 +22,27 @@ the replicated state is lost from then on (its events are not delivered).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
-from scribe_spark import bsp, ids, report
-from scribe_spark.cli import Run
+from scribe_spark import bsp, ids
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import ChurnParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import joins
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference import closest
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
-from scribe_spark.session import spark_session
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads import scribe_groups
 from scribe_spark.workloads.network import make_ring, shared_network
 
@@ -56,98 +63,124 @@ def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[in
     return float(got.mean()), len(live)
 
 
-def run(p: ChurnParams, run: Run) -> None:
-    """Simulate `epochs` epochs of churn; write churn.csv, churn.png and the summary."""
+def simulate(p: ChurnParams, run: Run) -> Outcome:
+    """Simulate `epochs` epochs of churn: one row per epoch."""
     with bsp.quiet():   # one line per epoch, not the superstep lines of every lookup, repair and join
-        _churn(p, run)
+        return _churn(p, run)
 
 
-def _churn(p: ChurnParams, run: Run) -> None:
+@dataclass
+class _World:
+    """The churn run's state between epochs."""
+
+    ring: Ring
+    overlay: ov.Overlay
+    trees: tr.Trees
+    alive: np.ndarray
+    ends: np.ndarray           # each node's session end (s); inf for a newcomer still in the pool
+    pool: Iterator[int]        # ids of the newcomers not yet joined
+    lost: set[int]             # topics whose new root lacked the replicated state
+
+
+def _churn(p: ChurnParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     universe = 2 * p.nodes                        # the first `nodes` start as members, the rest are newcomers
-    ring = make_ring(universe, p, np.random.default_rng([p.seed, universe]), routers, matrix)
-    rng = np.random.default_rng([p.seed, p.nodes, 11])
+    ring = make_ring(universe, p, stream(p.seed, None, universe), routers, matrix)
+    rng = stream(p.seed, Purpose.CHURN, p.nodes)
     members = np.arange(p.nodes)
     overlay = joins.initial_overlay(spark, ring, members)
     alive = np.zeros(universe, dtype=bool)
     alive[members] = True
     ends = np.full(universe, np.inf)
     ends[members] = rng.exponential(p.mean_session_s, p.nodes)   # residual sessions (memoryless)
-    pool = iter(range(p.nodes, universe))
-
     topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
-    trees = tr.subscribe(overlay, topics, subs_df)
+    world = _World(ring, overlay, tr.subscribe(overlay, topics, subs_df), alive, ends,
+                   iter(range(p.nodes, universe)), set())
     run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session "
             f"{p.mean_session_s:.0f}s, epochs of {p.epoch_s:.0f}s")
-    lost: set[int] = set()
-    rows = []
+    rows = [_epoch(p, run, world, e, topics, subs, subs_df, rng) for e in range(p.epochs)]
+    world.overlay.state.unpersist()
+    return Outcome({"churn": pd.DataFrame(rows)}, {"subscriptions": len(subs)})
 
-    for e in range(p.epochs):
-        t0 = time.time()
-        now, until = e * p.epoch_s, (e + 1) * p.epoch_s
-        leaving = np.flatnonzero(alive & (ends < until))
-        dead = ~alive
-        dead[leaving] = True
-        live_now = ~dead
-        # 2. before repair
-        correct_before, hops_before, timeouts_before = _lookups(overlay, live_now, p.lookups, rng)
-        delivered_before, n_subs = _delivery(overlay, trees, subs, dead, lost)
-        # 3. repair
-        roots = trees.roots.toPandas().set_index(TOPIC)[NODE]
-        failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
-        leaf_sets = overlay.state.select("id", "leaf").toPandas()
-        replica_sets = rp.replicas(ring, leaf_sets, topics, failed_roots, p.replicas)
-        repaired, pcounts = fl.repair(overlay, dead)
-        fixed = rp.repair_trees(repaired, topics, trees, subs_df, dead, replica_sets)
-        lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
-        overlay.state.unpersist()
-        alive[leaving] = False
-        # 4. joins and root handoffs
-        arrivals = rng.poisson(p.nodes * p.epoch_s / p.mean_session_s)
-        xs = np.array([next(pool) for _ in range(arrivals)], dtype=np.int64)
-        join_counts: dict = {}
-        overlay, handoffs = repaired, 0
-        trees = fixed.trees
-        if len(xs):
-            overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(alive), xs)
-            alive[xs] = True
-            ends[xs] = until + rng.exponential(p.mean_session_s, len(xs))
-            trees, handoffs = rp.handoff(overlay, topics, trees)
-        # every root is the live node numerically closest to its topicId (brute force)
-        now_roots = trees.roots.toPandas()
-        want = closest.closest_live(ring, alive, topics.hi, topics.lo)
-        wrong = now_roots[now_roots[NODE].to_numpy() != want[now_roots[TOPIC].to_numpy()]]
-        if len(wrong):
-            raise RuntimeError(
-                f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
-        # 5. after repair and joins
-        correct_after, hops_after, timeouts_after = _lookups(overlay, alive, p.lookups, rng)
-        delivered_after, _ = _delivery(overlay, trees, subs, ~alive, lost)
-        rows.append({"epoch": e, "time_s": now, "members": int(alive.sum()), "left": len(leaving),
-                     "joined": len(xs),
-                     "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
-                     "timeouts_per_lookup_before_repair": timeouts_before,
-                     "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
-                     "timeouts_per_lookup_after_repair": timeouts_after,
-                     "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
-                     "event_delivery_after_repair": delivered_after,
-                     "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
-                     "scribe_repair_messages": (fixed.counts["subscribe_messages"]
-                                                + fixed.counts["unsubscribe_messages"]),
-                     "join_messages": sum(join_counts.values()),
-                     "root_failovers": fixed.counts["root_failovers"],
-                     "root_handoffs": handoffs, "topics_lost": len(lost)})
-        r = rows[-1]
-        run.log(f"epoch {e}: {r['left']} left, {r['joined']} joined, {r['members']} members; lookups correct "
-                f"{correct_before:.4f} before repair, {correct_after:.4f} after; event delivery "
-                f"{delivered_before:.4f} / {delivered_after:.4f} ({time.time() - t0:.1f}s)")
-    table = pd.DataFrame(rows)
-    report.write_csv(table, run.path("churn.csv"))
-    with report.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",
-                       "time (s)", "share") as ax:
+
+def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFrame, subs_df,
+           rng: np.random.Generator) -> dict:
+    """One epoch: departures, checks, repair, joins and handoffs, checks again; its row of churn.csv."""
+    t0 = time.time()
+    now, until = e * p.epoch_s, (e + 1) * p.epoch_s
+    leaving = np.flatnonzero(w.alive & (w.ends < until))
+    dead = ~w.alive
+    dead[leaving] = True
+    # 2. before repair
+    correct_before, hops_before, timeouts_before = _lookups(w.overlay, ~dead, p.lookups, rng)
+    delivered_before, n_subs = _delivery(w.overlay, w.trees, subs, dead, w.lost)
+    # 3. repair
+    roots = w.trees.roots.toPandas().set_index(TOPIC)[NODE]
+    failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
+    leaf_sets = w.overlay.state.select("id", "leaf").toPandas()
+    replica_sets = rp.replicas(w.ring, leaf_sets, topics, failed_roots, p.replicas)
+    repaired, pcounts = fl.repair(w.overlay, dead)
+    fixed = rp.repair_trees(repaired, topics, w.trees, subs_df, dead, replica_sets)
+    w.lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
+    w.overlay.state.unpersist()
+    w.alive[leaving] = False
+    # 4. joins and root handoffs
+    xs, join_counts, handoffs = _joins(p, w, repaired, fixed.trees, topics, until, rng)
+    _check_roots(w, topics, e)
+    # 5. after repair and joins
+    correct_after, hops_after, timeouts_after = _lookups(w.overlay, w.alive, p.lookups, rng)
+    delivered_after, _ = _delivery(w.overlay, w.trees, subs, ~w.alive, w.lost)
+    row = {"epoch": e, "time_s": now, "members": int(w.alive.sum()), "left": len(leaving),
+           "joined": len(xs),
+           "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
+           "timeouts_per_lookup_before_repair": timeouts_before,
+           "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
+           "timeouts_per_lookup_after_repair": timeouts_after,
+           "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
+           "event_delivery_after_repair": delivered_after,
+           "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
+           "scribe_repair_messages": (fixed.counts["subscribe_messages"]
+                                      + fixed.counts["unsubscribe_messages"]),
+           "join_messages": sum(join_counts.values()), "root_failovers": fixed.counts["root_failovers"],
+           "root_handoffs": handoffs, "topics_lost": len(w.lost)}
+    run.log(f"epoch {e}: {row['left']} left, {row['joined']} joined, {row['members']} members; lookups "
+            f"correct {correct_before:.4f} before repair, {correct_after:.4f} after; event delivery "
+            f"{delivered_before:.4f} / {delivered_after:.4f} ({time.time() - t0:.1f}s)")
+    return row
+
+
+def _joins(p: ChurnParams, w: _World, repaired, trees, topics, until: float,
+           rng: np.random.Generator) -> tuple[np.ndarray, dict, int]:
+    """The epoch's newcomers join (Poisson arrivals); a root that is no longer the topicId's hands over."""
+    arrivals = rng.poisson(p.nodes * p.epoch_s / p.mean_session_s)
+    xs = np.array([next(w.pool) for _ in range(arrivals)], dtype=np.int64)
+    join_counts: dict = {}
+    w.overlay, w.trees, handoffs = repaired, trees, 0
+    if len(xs):
+        w.overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(w.alive), xs)
+        w.alive[xs] = True
+        w.ends[xs] = until + rng.exponential(p.mean_session_s, len(xs))
+        w.trees, handoffs = rp.handoff(w.overlay, topics, w.trees)
+    return xs, join_counts, handoffs
+
+
+def _check_roots(w: _World, topics, e: int) -> None:
+    """Every root is the live node numerically closest to its topicId (brute force)."""
+    now_roots = w.trees.roots.toPandas()
+    want = closest.closest_live(w.ring, w.alive, topics.hi, topics.lo)
+    wrong = now_roots[now_roots[NODE].to_numpy() != want[now_roots[TOPIC].to_numpy()]]
+    if len(wrong):
+        raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
+
+
+def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
+    """Plot lookup correctness and event delivery per epoch, before and after repair; summarise."""
+    table = outcome.tables["churn"]
+    with plots.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",
+                      "time (s)", "share") as ax:
         ax.plot(table.time_s, table.lookups_correct_before_repair, "-o", ms=3,
                 label="lookups correct, before repair")
         ax.plot(table.time_s, table.event_delivery_before_repair, "-s", ms=3,
@@ -157,11 +190,10 @@ def _churn(p: ChurnParams, run: Run) -> None:
     run.path("summary.md").write_text(
         f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), exponential sessions "
         f"with mean {p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, "
-        f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {len(subs)} initial subscriptions "
-        f"(newcomers do not subscribe); {p.lookups:,} lookups per check; seed {p.seed}. Per epoch, the "
-        "leaving nodes go silently at its start; 'before repair' is measured right then (a node that "
-        "forwards to a dead node times out and picks again; timeouts per lookup are counted, not as hops), "
-        "'after repair' once Pastry and Scribe have repaired and the epoch's newcomers have joined. Event "
-        "delivery = share of live subscriptions joined to a live root by live tree "
-        "edges.\n\n" + report.markdown_table(table, ".4f") + "\n")
-    overlay.state.unpersist()
+        f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {outcome.notes['subscriptions']} "
+        f"initial subscriptions (newcomers do not subscribe); {p.lookups:,} lookups per check; seed "
+        f"{p.seed}. Per epoch, the leaving nodes go silently at its start; 'before repair' is measured "
+        "right then (a node that forwards to a dead node times out and picks again; timeouts per lookup "
+        "are counted, not as hops), 'after repair' once Pastry and Scribe have repaired and the epoch's "
+        "newcomers have joined. Event delivery = share of live subscriptions joined to a live root by live "
+        "tree edges.\n\n" + plots.markdown_table(table, ".4f") + "\n")

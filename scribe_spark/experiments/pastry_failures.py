@@ -1,4 +1,4 @@
-"""Experiment pastry_failures (SPEC P3): lookups before failures, after failures, after repair.
+"""Experiment pastry_failures (P3): lookups before failures, after failures, after repair.
 
 The same lookups (random keys from random surviving nodes) are routed on the converged
 overlay; after `fail_fraction` of the nodes fail silently, with no repair (a node that
@@ -16,13 +16,16 @@ import time
 import numpy as np
 import pandas as pd
 
-from scribe_spark import ids, report
-from scribe_spark.cli import Run
+from scribe_spark import ids
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryFailuresParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest
-from scribe_spark.session import spark_session
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 TABLE_COUNTS = ("table_holes", "table_met", "table_repaired", "table_messages")
@@ -42,12 +45,12 @@ def _row(phase: str, routed: pd.DataFrame, messages: int, failed: int) -> dict:
             "max_hops": int(routed.hops.max()), "mean_distance": routed.distance.mean()}
 
 
-def run(p: PastryFailuresParams, run: Run) -> None:
-    """Route, fail, route, repair, route; write failures.csv, repair.csv, a plot and the summary."""
+def simulate(p: PastryFailuresParams, run: Run) -> Outcome:
+    """Route the lookups before the failure, after it without repair, and after repair."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
-    rng = np.random.default_rng([p.seed, p.nodes, 5])
+    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    rng = stream(p.seed, Purpose.FAILURES, p.nodes)
     dead = np.zeros(p.nodes, dtype=bool)
     dead[rng.choice(p.nodes, int(round(p.fail_fraction * p.nodes)), replace=False)] = True
     failed = int(dead.sum())
@@ -59,8 +62,7 @@ def run(p: PastryFailuresParams, run: Run) -> None:
 
     def lookups(phase: str, current: ov.Overlay, alive: np.ndarray, **route_args) -> pd.DataFrame:
         t0 = time.time()
-        routed = closest.checked_lookups(current, src, khi, klo, alive,
-                                         **route_args)
+        routed = closest.checked_lookups(current, src, khi, klo, alive, **route_args)
         run.log(f"{phase}: mean hops {routed.hops.mean():.3f}, correct {routed.correct.mean():.4%}, "
                 f"{routed.timeouts.mean():.3f} timeouts per lookup, {int(routed.rare.sum())} rare-case hops "
                 f"({time.time() - t0:.1f}s)")
@@ -68,45 +70,59 @@ def run(p: PastryFailuresParams, run: Run) -> None:
 
     rows = [_row("before", lookups("before", overlay, np.ones(p.nodes, dtype=bool)), 0, failed),
             _row("after_failure", lookups("after_failure", overlay, ~dead, dead=dead), 0, failed)]
-
-    passes = []
     if p.table_repair == "eager":
-        current, counts = fl.repair(overlay, dead)
-        counts["table_met"] = counts["table_holes"]
-        routed = lookups("after_repair", current, ~dead, dead=dead)
-        rows.append(_row("after_repair", routed, counts["leaf_messages"] + counts["table_messages"], failed))
+        counts, passes = _eager(overlay, dead, rows, lookups), []
     else:
-        lazy = fl.LazyRepair(overlay, dead)
-        for k in range(1, p.passes + 1):
-            before = {c: lazy.counts[c] for c in TABLE_COUNTS[1:]}
-            routed = lookups(f"after_repair pass {k}", lazy.overlay, ~dead, dead=dead, repair=lazy)
-            step = {c: lazy.counts[c] - before[c] for c in before}
-            passes.append({"pass": k, "mean_hops": routed.hops.mean(),
-                           "correct_fraction": routed.correct.mean(),
-                           "timeouts_per_lookup": routed.timeouts.mean(),
-                           "entries_found_dead": step["table_met"],
-                           "entries_replaced": step["table_repaired"],
-                           "table_messages": step["table_messages"],
-                           "table_rpcs_per_failed_node": _rpcs_per_failed(step["table_messages"], failed)})
-            if k == 1:
-                rows.append(_row("after_repair", routed,
-                                 lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
-        counts = lazy.counts
-    table = pd.DataFrame(rows)
-    report.write_csv(table, run.path("failures.csv"))
+        counts, passes = _lazy(overlay, dead, rows, lookups, p.passes)
+    tables = {"failures": pd.DataFrame(rows), "repair": _repair_table(p, counts, failed)}
+    if passes:
+        tables["lazy_passes"] = pd.DataFrame(passes)
+    return Outcome(tables, {"failed": failed})
+
+
+def _eager(overlay: ov.Overlay, dead: np.ndarray, rows: list[dict], lookups) -> dict:
+    """Repair every dead entry, then route once; return the repair's counts."""
+    failed = int(dead.sum())
+    current, counts = fl.repair(overlay, dead)
+    counts["table_met"] = counts["table_holes"]
+    routed = lookups("after_repair", current, ~dead, dead=dead)
+    rows.append(_row("after_repair", routed, counts["leaf_messages"] + counts["table_messages"], failed))
+    return counts
+
+
+def _lazy(overlay: ov.Overlay, dead: np.ndarray, rows: list[dict], lookups, passes: int) -> tuple[dict, list]:
+    """Route `passes` times, repairing the entries the routes find dead; return the counts and each pass."""
+    failed = int(dead.sum())
+    lazy = fl.LazyRepair(overlay, dead)
+    out = []
+    for k in range(1, passes + 1):
+        before = {c: lazy.counts[c] for c in TABLE_COUNTS[1:]}
+        routed = lookups(f"after_repair pass {k}", lazy.overlay, ~dead, dead=dead, repair=lazy)
+        step = {c: lazy.counts[c] - before[c] for c in before}
+        out.append({"pass": k, "mean_hops": routed.hops.mean(), "correct_fraction": routed.correct.mean(),
+                    "timeouts_per_lookup": routed.timeouts.mean(), "entries_found_dead": step["table_met"],
+                    "entries_replaced": step["table_repaired"], "table_messages": step["table_messages"],
+                    "table_rpcs_per_failed_node": _rpcs_per_failed(step["table_messages"], failed)})
+        if k == 1:
+            rows.append(_row("after_repair", routed,
+                             lazy.counts["leaf_messages"] + lazy.counts["table_messages"], failed))
+    return lazy.counts, out
+
+
+def _repair_table(p: PastryFailuresParams, counts: dict, failed: int) -> pd.DataFrame:
     rpcs = {f"{part}_rpcs_per_failed_node": _rpcs_per_failed(counts[f"{part}_messages"], failed)
             for part in ("leaf", "table")}
-    repair = pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
-                            "leaf_messages": counts["leaf_messages"],
-                            **{c: counts[c] for c in TABLE_COUNTS}, **rpcs,
-                            "rpcs_per_failed_node": sum(rpcs.values())}])
-    report.write_csv(repair, run.path("repair.csv"))
-    passes = pd.DataFrame(passes)
-    if len(passes):
-        report.write_csv(passes, run.path("lazy_passes.csv"))
-    with report.figure(run.path("failures.png"),
-                       f"{p.nodes} nodes, {100 * p.fail_fraction:g}% fail, {p.table_repair} "
-                       "routing-table repair", "phase", "mean hops") as ax:
+    return pd.DataFrame([{"failed_nodes": failed, "table_repair": p.table_repair,
+                          "leaf_messages": counts["leaf_messages"], **{c: counts[c] for c in TABLE_COUNTS},
+                          **rpcs, "rpcs_per_failed_node": sum(rpcs.values())}])
+
+
+def report(outcome: Outcome, p: PastryFailuresParams, run: Run) -> None:
+    """Plot mean hops per phase with correctness and timeouts; write the summary."""
+    table = outcome.tables["failures"]
+    with plots.figure(run.path("failures.png"),
+                      f"{p.nodes} nodes, {100 * p.fail_fraction:g}% fail, {p.table_repair} "
+                      "routing-table repair", "phase", "mean hops") as ax:
         bars = ax.bar(range(len(table)), table.mean_hops)
         for bar, frac, tmo in zip(bars, table.correct_fraction, table.timeouts_per_lookup):
             ax.annotate(f"{frac:.2%} correct\n{tmo:.3f} timeouts/lookup",
@@ -114,13 +130,19 @@ def run(p: PastryFailuresParams, run: Run) -> None:
                         fontsize=8)
         ax.set_xticks(range(len(table)), table.phase)
         ax.set_ylim(0, 1.3 * max(table.mean_hops.max(), 1e-9))   # room for the labels under the title
+    _summary(outcome, p, run)
+
+
+def _summary(outcome: Outcome, p: PastryFailuresParams, run: Run) -> None:
+    table, repair = outcome.tables["failures"], outcome.tables["repair"]
+    passes = outcome.tables.get("lazy_passes")
     how = ("lazily: after each routing superstep, every entry a lookup found dead is repaired before the "
            f"next superstep; `after_repair` is the first of {p.passes} passes of the same lookups "
            "(lazy_passes.csv)"
            if p.table_repair == "lazy" else "eagerly: every dead entry, before the lookups")
     run.path("summary.md").write_text(
         f"# pastry_failures\n\n{p.nodes} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, {failed} nodes ({100 * p.fail_fraction:g}%) fail silently; "
+        f"|M|={p.neighborhood}, {outcome.notes['failed']} nodes ({100 * p.fail_fraction:g}%) fail silently; "
         f"{p.lookups:,} lookups of random keys from random surviving nodes, the same in every phase; "
         f"seed {p.seed}. Correct = "
         "delivered to the numerically closest live node (brute force). A node that forwards to a dead node "
@@ -130,7 +152,7 @@ def run(p: PastryFailuresParams, run: Run) -> None:
         "entries, nearest first, until one names a live node, then row r + 1's; each question is one RPC (a "
         "request and its reply, 2 messages; the Pastry paper counts RPCs); repair.csv counts all passes; "
         "entries with no live candidate become "
-        "empty.\n\n" + report.markdown_table(table, ".4f") + "\n\n## Repair\n\n"
-        + report.markdown_table(repair, ".2f") + "\n"
-        + ("\n## Lazy repair, pass by pass\n\n" + report.markdown_table(passes, ".4f") + "\n"
-           if len(passes) else ""))
+        "empty.\n\n" + plots.markdown_table(table, ".4f") + "\n\n## Repair\n\n"
+        + plots.markdown_table(repair, ".2f") + "\n"
+        + ("\n## Lazy repair, pass by pass\n\n" + plots.markdown_table(passes, ".4f") + "\n"
+           if passes is not None else ""))

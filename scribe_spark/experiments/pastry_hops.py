@@ -1,4 +1,4 @@
-"""Experiment pastry_hops (SPEC P1 + P2): route hops and relative distance vs overlay size."""
+"""Experiment pastry_hops (P1 + P2): route hops and relative distance vs overlay size."""
 from __future__ import annotations
 
 import functools
@@ -11,41 +11,55 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
-from scribe_spark import ids, report
-from scribe_spark.cli import Run
+from scribe_spark import ids
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryHopsParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.session import spark_session
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 MODES = ("proximity", "random")
 
 
-def run(p: PastryHopsParams, run: Run) -> None:
-    """Run P1 + P2 for every overlay size and write tables, plots and the summary."""
+def simulate(p: PastryHopsParams, run: Run) -> Outcome:
+    """Route the lookups through an overlay of every size, with both neighbour selections."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    hops_rows, dist_rows, time_rows, hist, routes, nodes = [], [], [], {}, [], []
+    points, routes, nodes = [], [], []
     for n in p.nodes:
         # built once per size, and only if a point of that size was not saved by an interrupted run
-        ring = functools.cache(functools.partial(make_ring, n, p, np.random.default_rng([p.seed, n]), routers,
-                                                 matrix))
+        ring = functools.cache(functools.partial(make_ring, n, p, stream(p.seed, None, n), routers, matrix))
         for mode in MODES:
-            pt = run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode))
-            if mode == "proximity":
-                hops_rows.append(pt["hops"])
-                hist[n] = pt["hist"]
-            dist_rows.append(pt["dist"])
-            time_rows.append(pt["time"])
+            points.append(run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode)))
             if p.save_routes:
-                routes.append(pt["routes"])
+                routes.append(points[-1]["routes"])
         if p.save_routes:
             nodes.append(run.point(f"nodes={n} ring", lambda: _nodes_table(ring(), n)))
     if p.save_routes:
         pq.write_table(pa.concat_tables(routes), run.path("routes.parquet"))
         pq.write_table(pa.concat_tables(nodes), run.path("nodes.parquet"))
-    _write(p, run, pd.DataFrame(hops_rows), pd.DataFrame(dist_rows), pd.DataFrame(time_rows), hist)
+    return Outcome(_tables(points))
+
+
+def _tables(points: list[dict]) -> dict[str, pd.DataFrame]:
+    """The declared tables from the sweep's points (hops and their distribution: proximity mode)."""
+    hops = pd.DataFrame([pt["hops"] for pt in points if pt["hist"] is not None])
+    rows = []
+    for pt in points:
+        if pt["hist"] is not None:
+            h, n = pt["hist"], pt["hops"]["nodes"]
+            total = h["count"].sum()
+            rows += [{"nodes": n, "hops": int(k), "fraction": c / total}
+                     for k, c in zip(h["hops"], h["count"])]
+    dist = pd.DataFrame([pt["dist"] for pt in points])
+    return {"hops": hops[["nodes", "lookups", "mean_hops", "max_hops", "log_2b_n"]],
+            "hop_distribution": pd.DataFrame(rows),
+            "distance": dist[["nodes", "mode", "mean_relative_distance"]],
+            "timings": pd.DataFrame([pt["time"] for pt in points])}
 
 
 def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dict:
@@ -55,7 +69,7 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
     run.log(f"N={n} {mode}: building node state")
     overlay = ov.build_overlay(spark, ring, mode, seed=p.seed, partitions=p.partitions or None)
     t_build = time.time() - t0
-    msgs = ov.lookups(spark, ring, p.lookups, np.random.default_rng([p.seed, n, 1]))
+    msgs = ov.lookups(spark, ring, p.lookups, stream(p.seed, Purpose.LOOKUPS, n))
     t1 = time.time()
     routed = ov.route(overlay, msgs)
     agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),
@@ -102,51 +116,46 @@ def _routes_table(routed, ring: Ring, n: int, mode: str) -> pa.Table:
                      "hops": pdf.hops.to_numpy(), "distance": pdf.distance.to_numpy()})
 
 
-def _write(p: PastryHopsParams, run: Run, hops: pd.DataFrame, dist: pd.DataFrame, timing: pd.DataFrame,
-           hist: dict) -> None:
-    rows = []
-    for n, h in hist.items():
-        total = h["count"].sum()
-        rows += [{"nodes": n, "hops": int(k), "fraction": c / total} for k, c in zip(h["hops"], h["count"])]
-    distribution = pd.DataFrame(rows)
-    report.write_csv(hops[["nodes", "lookups", "mean_hops", "max_hops", "log_2b_n"]], run.path("hops.csv"))
-    report.write_csv(distribution, run.path("hop_distribution.csv"))
-    report.write_csv(dist[["nodes", "mode", "mean_relative_distance"]], run.path("distance.csv"))
-    report.write_csv(timing, run.path("timings.csv"))
-
+def report(outcome: Outcome, p: PastryHopsParams, run: Run) -> None:
+    """Plot hops against N, the hop distribution at the largest N and the relative distance; summarise."""
+    hops, distribution, dist = (outcome.tables[k] for k in ("hops", "hop_distribution", "distance"))
     base = 2 ** p.b
-    with report.figure(run.path("hops_vs_nodes.png"), f"Pastry route length (b={p.b}, |L|={p.leaf_set})",
+    with plots.figure(run.path("hops_vs_nodes.png"), f"Pastry route length (b={p.b}, |L|={p.leaf_set})",
                        "number of nodes", "hops") as ax:
         ax.plot(hops.nodes, hops.mean_hops, "o-", label="mean hops (measured)")
         ax.plot(hops.nodes, hops.max_hops, "s--", label="max hops (measured)", alpha=0.7)
         xs = np.geomspace(hops.nodes.min(), hops.nodes.max(), 50)
         ax.plot(xs, np.log(xs) / np.log(base), "k:", label=f"log_{base} N")
-        report.log_x(ax, hops.nodes)
+        plots.log_x(ax, hops.nodes)
     largest = int(hops.nodes.max())
     d = distribution[distribution.nodes == largest]
-    with report.figure(run.path("hop_distribution.png"), f"Hop count distribution, N={largest:,}",
+    with plots.figure(run.path("hop_distribution.png"), f"Hop count distribution, N={largest:,}",
                        "hops", "fraction of lookups") as ax:
         ax.bar(d.hops, d.fraction)
         for x, y in zip(d.hops, d.fraction):
             ax.text(x, y, f"{y:.3f}", ha="center", va="bottom", fontsize=8)
-        report.whole_x(ax)
-    with report.figure(run.path("relative_distance.png"), f"Route distance / direct distance ({p.proximity})",
+        plots.whole_x(ax)
+    with plots.figure(run.path("relative_distance.png"), f"Route distance / direct distance ({p.proximity})",
                        "number of nodes", "mean relative distance") as ax:
         for mode in MODES:
             m = dist[dist["mode"] == mode]
             ax.plot(m.nodes, m.mean_relative_distance, "o-", label=f"{mode} neighbor selection")
-        report.log_x(ax, dist.nodes)
+        plots.log_x(ax, dist.nodes)
+    _summary(outcome, p, run)
 
+
+def _summary(outcome: Outcome, p: PastryHopsParams, run: Run) -> None:
+    hops, dist, timing = (outcome.tables[k] for k in ("hops", "distance", "timings"))
     table = hops[["nodes", "mean_hops", "max_hops", "log_2b_n"]].merge(
         dist.pivot(index="nodes", columns="mode", values="mean_relative_distance")
         .rename(columns={m: f"rel_distance_{m}" for m in MODES}).reset_index(), on="nodes")
     run.path("summary.md").write_text(
         f"# pastry_hops\n\nb = {p.b}, |L| = {p.leaf_set}, |M| = {p.neighborhood}, proximity model "
         f"`{p.proximity}`, {p.lookups:,} lookups between random node pairs per size, seed {p.seed}.\n\n"
-        + report.markdown_table(table) + "\n\n"
+        + plots.markdown_table(table) + "\n\n"
         "mean_hops/max_hops use proximity neighbor selection; rel_distance is the mean of "
         "(route distance / direct distance source -> destination). For comparison, the Pastry "
         "paper (Rowstron & Druschel 2001) reports mean hops below log_16 N and, with proximity "
-        "selection, routes roughly 30-40% longer than the direct distance; README explains how "
-        "our setup differs from theirs.\n"
-        f"\nTimings (s):\n\n{report.markdown_table(timing, '.2f')}\n")
+        "selection, routes roughly 30-40% longer than the direct distance; the docs' page on this "
+        "experiment explains how our setup differs from theirs.\n"
+        f"\nTimings (s):\n\n{plots.markdown_table(timing, '.2f')}\n")

@@ -15,80 +15,91 @@ import time
 import numpy as np
 import pandas as pd
 
-from scribe_spark import ids, report
-from scribe_spark.cli import Run
+from scribe_spark import ids
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryJoinsParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables
 from scribe_spark.reference.routing_tables import QUALITY
-from scribe_spark.session import spark_session
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 # message kinds counted by joins.join_batch, in the order the tables show them
 KINDS = ("route", "transfer", "notify", "leaf_exchange", "row_exchange", "table_exchange")
 
 
-def run(p: PastryJoinsParams, run: Run) -> None:
-    """Grow the overlay once per second phase; write joins.csv, join_quality.csv, a plot and the summary."""
+def simulate(p: PastryJoinsParams, run: Run) -> Outcome:
+    """Grow the overlay by joins once per second join phase and compare it with the converged one."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, np.random.default_rng([p.seed, p.nodes]), routers, matrix)
-    rng = np.random.default_rng([p.seed, p.nodes, 1])
+    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    rng = stream(p.seed, Purpose.LOOKUPS, p.nodes)
     src = rng.integers(0, ring.n, p.lookups)
     khi, klo = ids.random_ids(p.lookups, rng)
-    alive = np.ones(ring.n, dtype=bool)
     t0 = time.time()
     converged = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     want = converged.state.toPandas().set_index("id").sort_index()
-    base = closest.checked_lookups(converged, src, khi, klo, alive)
+    base = closest.checked_lookups(converged, src, khi, klo, np.ones(ring.n, dtype=bool))
     converged.unpersist()
     run.log(f"converged overlay of {p.nodes} nodes: {base.correct.mean():.4%} of {p.lookups:,} lookups "
             f"correct, {base.hops.mean():.3f} mean hops ({time.time() - t0:.1f}s)")
-    newcomers = p.nodes - p.initial
-
-    def grown(improve: str) -> tuple[dict, pd.DataFrame, float]:
-        t0 = time.time()
-        overlay, counts = joins.grow(spark, ring, p.initial, p.batch,
-                                     np.random.default_rng([p.seed, p.nodes, 2]), improve)
-        seconds = time.time() - t0
-        routed = closest.checked_lookups(overlay, src, khi, klo, alive)
-        got = overlay.state.toPandas().set_index("id").sort_index()
-        overlay.unpersist()
-        same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist())
-                             for a, b in zip(got.leaf, want.leaf)])
-        cmp = routing_tables.compare_tables(ring, got, want)
-        row = {"improve": improve, "lookups": p.lookups, "correct_fraction": routed.correct.mean(),
-               "mean_hops": routed.hops.mean(), "converged_mean_hops": base.hops.mean(),
-               "leaf_sets_converged": same_leaf, "entries": cmp["entries"],
-               "proximity_best_share": cmp["best_share"], "invalid_entries": cmp["invalid"],
-               **{f"{k}_per_newcomer": counts.get(k, 0) / newcomers for k in KINDS}}
-        quality = routing_tables.row_quality(ring, got, want)
-        run.log(f"improve = {improve}: grown in {seconds:.1f}s; {row['correct_fraction']:.4%} of lookups "
-                f"correct, {row['mean_hops']:.3f} mean hops; {row['proximity_best_share']:.1%} of entries "
-                "proximity-best")
-        return row, quality.assign(improve=improve)[["improve", "row", *QUALITY]], seconds
-
-    results = [run.point(f"improve={v}", lambda v=v: grown(v)) for v in p.improve]
-    table = pd.DataFrame([r for r, _, _ in results])
+    lookups = (src, khi, klo, base)
+    results = [run.point(f"improve={v}", lambda v=v: _grown(spark, p, run, ring, want, lookups, v))
+               for v in p.improve]
     quality = pd.concat([q for _, q, _ in results], ignore_index=True)
     slots = quality[list(QUALITY)].sum(axis=1)
     for q in QUALITY:
         quality[f"{q}_share"] = quality[q] / slots
-    report.write_csv(table, run.path("joins.csv"))
-    report.write_csv(quality, run.path("join_quality.csv"))
-    report.write_csv(pd.DataFrame({"improve": list(p.improve), "grow_s": [s for _, _, s in results]}),
-                     run.path("timings.csv"))
+    timings = pd.DataFrame({"improve": list(p.improve), "grow_s": [s for _, _, s in results]})
+    return Outcome({"joins": pd.DataFrame([r for r, _, _ in results]), "join_quality": quality,
+                    "timings": timings})
+
+
+def _grown(spark, p: PastryJoinsParams, run: Run, ring, want: pd.DataFrame, lookups: tuple,
+           improve: str) -> tuple[dict, pd.DataFrame, float]:
+    """Grow the overlay with one second join phase: its row of joins.csv, its rows' quality, its seconds."""
+    src, khi, klo, base = lookups
+    t0 = time.time()
+    order = stream(p.seed, Purpose.JOIN_ORDER, p.nodes)
+    overlay, counts = joins.grow(spark, ring, p.initial, p.batch, order, improve)
+    seconds = time.time() - t0
+    routed = closest.checked_lookups(overlay, src, khi, klo, np.ones(ring.n, dtype=bool))
+    got = overlay.state.toPandas().set_index("id").sort_index()
+    overlay.unpersist()
+    same_leaf = np.mean([set(np.asarray(a).tolist()) == set(np.asarray(b).tolist())
+                         for a, b in zip(got.leaf, want.leaf)])
+    cmp = routing_tables.compare_tables(ring, got, want)
+    newcomers = p.nodes - p.initial
+    row = {"improve": improve, "lookups": p.lookups, "correct_fraction": routed.correct.mean(),
+           "mean_hops": routed.hops.mean(), "converged_mean_hops": base.hops.mean(),
+           "leaf_sets_converged": same_leaf, "entries": cmp["entries"],
+           "proximity_best_share": cmp["best_share"], "invalid_entries": cmp["invalid"],
+           **{f"{k}_per_newcomer": counts.get(k, 0) / newcomers for k in KINDS}}
+    quality = routing_tables.row_quality(ring, got, want)
+    run.log(f"improve = {improve}: grown in {seconds:.1f}s; {row['correct_fraction']:.4%} of lookups "
+            f"correct, {row['mean_hops']:.3f} mean hops; {row['proximity_best_share']:.1%} of entries "
+            "proximity-best")
+    return row, quality.assign(improve=improve)[["improve", "row", *QUALITY]], seconds
+
+
+def report(outcome: Outcome, p: PastryJoinsParams, run: Run) -> None:
+    """Plot each row's slot quality per second join phase; write the summary."""
+    table, quality = outcome.tables["joins"], outcome.tables["join_quality"]
     _plot(quality, p, run.path("join_quality.png"))
     run.path("summary.md").write_text(
         f"# pastry_joins\n\n{p.nodes:,} nodes ({p.proximity} model), b={p.b}, |L|={p.leaf_set}, "
-        f"|M|={p.neighborhood}, seed {p.seed}: {p.initial:,} start converged, the other {newcomers:,} join "
-        f"in batches of {p.batch:,} concurrent joins, once per second join phase ({', '.join(p.improve)}). "
-        "Optimal = the entry is the converged construction's (the proximity-best valid node), over the "
-        f"routing-table slots that construction fills. {p.lookups:,} lookups from random nodes to random "
-        "keys, correct = delivered at the numerically closest node (brute force). Messages per newcomer: "
-        "a request and a reply are two.\n\n" + report.markdown_table(table, ".4f")
-        + "\n\n## Per routing-table row\n\n" + report.markdown_table(quality, ".4f") + "\n")
+        f"|M|={p.neighborhood}, seed {p.seed}: {p.initial:,} start converged, the other "
+        f"{p.nodes - p.initial:,} join in batches of {p.batch:,} concurrent joins, once per second join "
+        f"phase ({', '.join(p.improve)}). Optimal = the entry is the converged construction's (the "
+        f"proximity-best valid node), over the routing-table slots that construction fills. {p.lookups:,} "
+        "lookups from random nodes to random keys, correct = delivered at the numerically closest node "
+        "(brute force). Messages per newcomer: a request and a reply are two.\n\n"
+        + plots.markdown_table(table, ".4f") + "\n\n## Per routing-table row\n\n"
+        + plots.markdown_table(quality, ".4f") + "\n")
 
 
 def _plot(quality: pd.DataFrame, p: PastryJoinsParams, path) -> None:
@@ -96,7 +107,7 @@ def _plot(quality: pd.DataFrame, p: PastryJoinsParams, path) -> None:
     phases = list(p.improve)
     width = 0.8 / len(phases)
     colors = {"optimal": "tab:green", "suboptimal": "tab:orange", "empty": "tab:gray"}
-    with report.figure(path, f"Routing-table quality after joins ({p.nodes:,} nodes)", "routing-table row",
+    with plots.figure(path, f"Routing-table quality after joins ({p.nodes:,} nodes)", "routing-table row",
                        "share of the slots the converged construction fills") as ax:
         for i, phase in enumerate(phases):
             q = quality[quality.improve == phase]

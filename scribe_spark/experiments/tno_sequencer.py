@@ -1,4 +1,4 @@
-"""Experiment tno_sequencer (SPEC T2): latency, throughput and bandwidth of the multistage sequencer.
+"""Experiment tno_sequencer (T2): latency, throughput and bandwidth of the multistage sequencer.
 
 Two deployments. `geo`, the TNO paper's: one server per site; TMs of topics in contiguous id
 ranges (topics 0-199 on server 0, ...); clients in equal blocks per site; popularity per site,
@@ -28,12 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from scribe_spark import report
-from scribe_spark.arrow import local_frame
-from scribe_spark.cli import Run
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import TnoSequencerParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.laws import describe, model_index, popularity
-from scribe_spark.session import spark_session
+from scribe_spark.spark.arrow import local_frame
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import stream
 from scribe_spark.tno import groups
 from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
 from scribe_spark.tno.simulation import Placement, Simulation, contiguous_placement, site_placement
@@ -55,7 +57,7 @@ class Setup:
 
 def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup:
     """Draw k topics per client, compute the sequencing groups, place TMs and clients."""
-    rng = np.random.default_rng([p.seed, model_index(model), k])
+    rng = stream(p.seed, None, model_index(model), k)
     if p.deployment == "geo":
         place = site_placement(p.topics, p.servers, p.clients)
         client_site = np.array([place.client_region[c] for c in range(p.clients)], dtype=np.int64)
@@ -84,10 +86,9 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
     return Setup(sg, place, client_site, site_probs, event_probs, len(sub), float(remote))
 
 
-def simulate(s: Setup, rank: dict, chains: str, rate: float, duration_s: float, service_ms: float,
-             seed: list) -> Simulation:
+def simulate_point(s: Setup, rank: dict, chains: str, rate: float, duration_s: float, service_ms: float,
+                   rng: np.random.Generator) -> Simulation:
     """Run one point: rate x duration_s timestamp requests; return the finished simulation."""
-    rng = np.random.default_rng(seed)
     n = max(1, int(round(rate * duration_s)))
     at = np.sort(rng.uniform(0.0, 1000.0 * duration_s, n))
     who = rng.integers(0, len(s.client_site), n)
@@ -139,8 +140,8 @@ def _bandwidth(p: TnoSequencerParams, model: str, chains: str, s: Setup, sim: di
     return rows
 
 
-def run(p: TnoSequencerParams, run: Run) -> None:
-    """The three sweeps for every popularity model, then tables, plots and the summary."""
+def simulate(p: TnoSequencerParams, run: Run) -> Outcome:
+    """The three sweeps (rate, service time, subscriptions) for every popularity model and chain rule."""
     spark = spark_session(run.name)
     rank = precedence_rank(p.topics, p.precedence)
     rows, bandwidth, latencies = [], [], {}
@@ -154,47 +155,68 @@ def run(p: TnoSequencerParams, run: Run) -> None:
             # the sweep against subscriptions with the first chain rule only (long chains simulate slowly)
             mine = [x for x in points if x[0] != "subscriptions" or chains == p.chains[0]]
             for sweep, k, rate, service in mine:
-                if k not in setups:
-                    t0 = time.time()
-                    setups[k] = setup(spark, p, model, k, rank)
-                    run.log(f"{model}, {k} topics/client: groups ready ({setups[k].subscriptions:,} "
-                            f"subscriptions, {setups[k].remote_share:.1%} to another site's TMs) "
-                            f"({time.time() - t0:.1f}s)")
-                s = setups[k]
+                s = _setup_of(setups, spark, p, run, model, k, rank)
                 if k not in profiles:
-                    profile = chain_profile(Sequencer(s.groups, rank, chains=chains), s.place.server_of,
-                                            s.event_probs)
-                    profiles[k] = (profile, profile.pop("tm_visits"))
-                    run.log(f"{model}, {k} topics/client, {chains} chains: an event visits "
-                            f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
-                            f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps "
-                            f"of {profile['mean_timestamp_entries']:.1f} entries")
-                profile, visits = profiles[k]
-                t0 = time.time()
-                seed = [p.seed, model_index(model), k, int(rate), int(service * 1e6)]
-                # sweeps that share a point (same k, rate, service) simulate it once
-                sim = run.point(f"{model} {chains} k={k} rate={rate:g} service={service:g}",
-                                lambda: _outcome(simulate(s, rank, chains, rate, p.duration_s, service, seed),
-                                                 p.duration_s))
-                capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
-                row = {"popularity": model, "chains": chains, "sweep": sweep, "topics_per_client": k,
-                       "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
-                       **sim["measured"], "capacity_per_s": capacity, **profile,
-                       "remote_subscription_share": s.remote_share}
-                rows.append(row)
-                run.log(f"{model} {chains} {sweep} sweep, {k} topics/client, {rate:g}/s, service "
-                        f"{service:g} ms: latency mean {row['mean_latency_ms']:.1f} ms "
-                        f"(p99 {row['p99_latency_ms']:.1f}), "
-                        f"throughput {row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) "
-                        f"({time.time() - t0:.1f}s)")
+                    profiles[k] = _profile(run, s, rank, model, k, chains)
+                row, sim = _point(p, run, s, rank, model, chains, k, rate, service, profiles[k])
+                rows.append({"sweep": sweep, **row})
                 if sweep == "rate":
                     latencies[(model, chains, rate)] = sim["latency"]
                 if sweep == "rate" and rate == max(p.rates):
                     bandwidth += _bandwidth(p, model, chains, s, sim)
-    table, bw = pd.DataFrame(rows), pd.DataFrame(bandwidth)
-    report.write_csv(table, run.path("sequencer.csv"))
-    report.write_csv(bw, run.path("bandwidth.csv"))
-    _plots(p, table, bw, latencies, run)
+    table = pd.DataFrame(rows)
+    table = table[["popularity", "chains", "sweep"] + [c for c in table.columns
+                                                       if c not in ("popularity", "chains", "sweep")]]
+    return Outcome({"sequencer": table, "bandwidth": pd.DataFrame(bandwidth)}, {"latencies": latencies})
+
+
+def _setup_of(setups: dict, spark, p: TnoSequencerParams, run: Run, model: str, k: int, rank: dict) -> Setup:
+    """The setup of `k` topics per client under `model`, made once per model."""
+    if k not in setups:
+        t0 = time.time()
+        setups[k] = setup(spark, p, model, k, rank)
+        run.log(f"{model}, {k} topics/client: groups ready ({setups[k].subscriptions:,} "
+                f"subscriptions, {setups[k].remote_share:.1%} to another site's TMs) "
+                f"({time.time() - t0:.1f}s)")
+    return setups[k]
+
+
+def _profile(run: Run, s: Setup, rank: dict, model: str, k: int, chains: str) -> tuple[dict, np.ndarray]:
+    """What the chains predict per event (TMs, stages, servers, entries) and each TM's expected visits."""
+    profile = chain_profile(Sequencer(s.groups, rank, chains=chains), s.place.server_of, s.event_probs)
+    visits = profile.pop("tm_visits")
+    run.log(f"{model}, {k} topics/client, {chains} chains: an event visits "
+            f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
+            f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps "
+            f"of {profile['mean_timestamp_entries']:.1f} entries")
+    return profile, visits
+
+
+def _point(p: TnoSequencerParams, run: Run, s: Setup, rank: dict, model: str, chains: str, k: int,
+           rate: float, service: float, profiled: tuple[dict, np.ndarray]) -> tuple[dict, dict]:
+    """Simulate one point (or take it from an interrupted run); its table row and what the plots need."""
+    profile, visits = profiled
+    t0 = time.time()
+    draws = stream(p.seed, None, model_index(model), k, int(rate), int(service * 1e6))
+    # sweeps that share a point (same k, rate, service) simulate it once
+    sim = run.point(f"{model} {chains} k={k} rate={rate:g} service={service:g}",
+                    lambda: _outcome(simulate_point(s, rank, chains, rate, p.duration_s, service, draws),
+                                     p.duration_s))
+    capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
+    row = {"popularity": model, "chains": chains, "topics_per_client": k,
+           "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
+           **sim["measured"], "capacity_per_s": capacity, **profile,
+           "remote_subscription_share": s.remote_share}
+    run.log(f"{model} {chains}, {k} topics/client, {rate:g}/s, service {service:g} ms: latency mean "
+            f"{row['mean_latency_ms']:.1f} ms (p99 {row['p99_latency_ms']:.1f}), throughput "
+            f"{row['throughput_per_s']:.0f}/s (capacity {capacity:.0f}/s) ({time.time() - t0:.1f}s)")
+    return row, sim
+
+
+def report(outcome: Outcome, p: TnoSequencerParams, run: Run) -> None:
+    """Plot latency and throughput against rate, service time and subscriptions, and bandwidth per server."""
+    table, bw = outcome.tables["sequencer"], outcome.tables["bandwidth"]
+    _plots(p, table, bw, outcome.notes["latencies"], run)
     _summary(p, table, bw, run)
 
 
@@ -208,33 +230,33 @@ def _variants(p: TnoSequencerParams, table: pd.DataFrame):
 
 def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latencies: dict, run: Run) -> None:
     rate = table[table.sweep == "rate"]
-    with report.figure(run.path("latency_vs_rate.png"),
+    with plots.figure(run.path("latency_vs_rate.png"),
                        f"Timestamp latency (service {p.service_ms:g} ms per stage)",
                        "event rate (events/s)", "latency (ms)") as ax:
         for label, t in _variants(p, rate):
             line = ax.plot(t.rate_per_s, t.mean_latency_ms, marker="o", label=f"{label}: mean")[0]
             ax.plot(t.rate_per_s, t.p99_latency_ms, marker="x", linestyle="--", color=line.get_color(),
                     label=f"{label}: p99")
-        report.log_x(ax, rate.rate_per_s)
-    with report.figure(run.path("throughput_vs_rate.png"),
+        plots.log_x(ax, rate.rate_per_s)
+    with plots.figure(run.path("throughput_vs_rate.png"),
                        f"Throughput (service {p.service_ms:g} ms per stage)", "offered event rate (events/s)",
                        "measured throughput (timestamps/s)") as ax:
         for label, t in _variants(p, rate):
             ax.plot(t.rate_per_s, t.throughput_per_s, marker="o", label=label)
         ax.plot([min(p.rates), max(p.rates)], [min(p.rates), max(p.rates)], color="grey", linewidth=0.8,
                 label="offered")
-        report.log_x(ax, rate.rate_per_s)
+        plots.log_x(ax, rate.rate_per_s)
         ax.set_yscale("log")
-    with report.figure(run.path("latency_cdf.png"),
+    with plots.figure(run.path("latency_cdf.png"),
                        f"Timestamp latency distribution (service {p.service_ms:g} ms per stage)",
                        "latency (ms)", "cumulative fraction of events") as ax:
         styles = ("-", "--", ":", "-.")   # one per chain rule: more series than the colour cycle holds
         for (model, chains, r), v in latencies.items():
             if r in (min(p.rates), max(p.rates)):
-                report.cdf(ax, v, label=f"{model}, {chains}, {r:g}/s",
+                plots.cdf(ax, v, label=f"{model}, {chains}, {r:g}/s",
                            linestyle=styles[list(p.chains).index(chains) % len(styles)])
     if p.service_sweep_ms:
-        with report.figure(run.path("throughput_vs_service.png"),
+        with plots.figure(run.path("throughput_vs_service.png"),
                            f"Throughput at {max(p.rates):g} events/s offered",
                            "service time per timestamp stage (ms)", "events/s") as ax:
             for label, t in _variants(p, table[table.sweep == "service"]):
@@ -251,19 +273,19 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
              "share of inter-server bytes"),
             ("outgoing_bandwidth", "outgoing_percent", f"Outgoing bandwidth per server at {max(p.rates):g} "
              "events/s", "% of its timestamp bytes sent to other servers")):
-        with report.figure(run.path(f"{png}.png"), title, "server", ylabel) as ax:
+        with plots.figure(run.path(f"{png}.png"), title, "server", ylabel) as ax:
             for i, (label, t) in enumerate(variants):
                 ax.bar(t.server + i * width, t[column], width=width, label=label)
             ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
     subs = table[table.sweep == "subscriptions"]
     for what, column, label in (("latency", "mean_latency_ms", "mean latency (ms)"),
                                 ("throughput", "throughput_per_s", "timestamps/s")):
-        with report.figure(run.path(f"{what}_vs_subscriptions.png"),
+        with plots.figure(run.path(f"{what}_vs_subscriptions.png"),
                            f"{what.capitalize()} at {p.subscription_rate:g} requests/s",
                            "total subscriptions", label) as ax:
             for name, t in _variants(p, subs):
                 ax.plot(t.subscriptions, t[column], marker="o", label=name)
-            report.log_x(ax, subs.subscriptions)
+            plots.log_x(ax, subs.subscriptions)
 
 
 def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: Run) -> None:
@@ -294,9 +316,9 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
         "client. Throughput: completions per second over the second half of the run; capacity: 1 / (service "
         "time x the largest expected number of timestamp stages per event at one TM), predicted from the "
         "chains alone. remote_subscription_share: subscriptions to topics whose TM is in another "
-        "site/region.\n\n## Chains (expected per event)\n\n" + report.markdown_table(shape, ".2f") +
-        "\n\n## Latency and throughput\n\n" + report.markdown_table(table[cols], ".1f") +
+        "site/region.\n\n## Chains (expected per event)\n\n" + plots.markdown_table(shape, ".2f") +
+        "\n\n## Latency and throughput\n\n" + plots.markdown_table(table[cols], ".1f") +
         f"\n\n## Bandwidth per server at {max(p.rates):g} events/s\n\noutgoing_percent = bytes of "
         "timestamps forwarded to other servers / bytes of all timestamp requests the server received x 100; "
         "bandwidth_share = the server's part of all inter-server bytes.\n\n"
-        + report.markdown_table(bw, ".3f") + "\n")
+        + plots.markdown_table(bw, ".3f") + "\n")

@@ -1,4 +1,4 @@
-"""Experiment tno_timestamp_size (SPEC T1): timestamp size |SG_T| vs subscriptions per client."""
+"""Experiment tno_timestamp_size (T1): timestamp size |SG_T| vs subscriptions per client."""
 from __future__ import annotations
 
 import time
@@ -6,12 +6,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from scribe_spark import report
-from scribe_spark.arrow import local_frame
-from scribe_spark.cli import Run
+from scribe_spark import report as plots
+from scribe_spark.cli.folder import Run
 from scribe_spark.config import TnoSizeParams
+from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.laws import describe, model_index, popularity
-from scribe_spark.session import spark_session
+from scribe_spark.spark.arrow import local_frame
+from scribe_spark.spark.session import spark_session
+from scribe_spark.streams import stream
 from scribe_spark.tno import groups
 from scribe_spark.workloads.popularity import draw_subscriptions
 
@@ -24,7 +26,7 @@ def _weighted(values: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
 def _measure(spark, p: TnoSizeParams, run: Run, model: str, probs: np.ndarray, k: int) -> dict:
     """Draw k topics per client, size every sequencing group; return one row."""
     t0 = time.time()
-    rng = np.random.default_rng([p.seed, k, model_index(model)])
+    rng = stream(p.seed, None, k, model_index(model))
     sub, top = draw_subscriptions(p.clients, k, probs, rng)
     df = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
                                           groups.TOPIC: top.astype(np.int32)}))
@@ -46,7 +48,7 @@ def _measure(spark, p: TnoSizeParams, run: Run, model: str, probs: np.ndarray, k
     return row
 
 
-def run(p: TnoSizeParams, run: Run) -> None:
+def simulate(p: TnoSizeParams, run: Run) -> Outcome:
     """Measure timestamp sizes for every popularity model and subscriptions-per-client value."""
     spark = spark_session(run.name)
     rows, laws = [], []
@@ -59,14 +61,17 @@ def run(p: TnoSizeParams, run: Run) -> None:
         for k in p.topics_per_client:
             rows.append(run.point(f"{model} topics_per_client={k}",
                                   lambda: _measure(spark, p, run, model, probs, k)))
-    table = pd.DataFrame(rows)
-    report.write_csv(table, run.path("timestamp_size.csv"))
-    report.write_csv(pd.DataFrame(laws), run.path("popularity.csv"))
+    return Outcome({"timestamp_size": pd.DataFrame(rows), "popularity": pd.DataFrame(laws)})
+
+
+def report(outcome: Outcome, p: TnoSizeParams, run: Run) -> None:
+    """Plot timestamp size against subscriptions, per topic and weighted by publications; summarise."""
+    table = outcome.tables["timestamp_size"]
     for weighted, suffix in ((False, ""), (True, "_weighted")):
         title = ("Timestamp size" + (" (weighted by publications)" if weighted else " (per topic)")
                  + f"\n{p.clients:,} clients, {p.topics:,} topics")
-        with report.figure(run.path(f"timestamp_size{suffix}.png"), title, "subscriptions",
-                           "timestamp size |SG_T| (entries)") as ax:
+        with plots.figure(run.path(f"timestamp_size{suffix}.png"), title, "subscriptions",
+                          "timestamp size |SG_T| (entries)") as ax:
             for model in p.popularity:
                 t = table[table.popularity == model]
                 mean, std = t[f"mean_size{suffix}_subscribed"], t[f"std_size{suffix}_subscribed"]
@@ -75,7 +80,7 @@ def run(p: TnoSizeParams, run: Run) -> None:
                                    label=f"{model}: topics with subscribers, mean ± std")
                 ax.plot(t.subscriptions, t[f"mean_size{suffix}_all"], linestyle="--", marker=".",
                         color=line[0].get_color(), label=f"{model}: all topics (0 without subscribers), mean")
-            report.log_x(ax, table.subscriptions)
+            plots.log_x(ax, table.subscriptions)
     variant = "causal (one shared subscription)" if p.causal else "TNO (two shared subscriptions)"
     run.path("summary.md").write_text(
         f"# tno_timestamp_size\n\n{p.clients:,} clients, {p.topics:,} topics, sequencing groups of the "
@@ -84,8 +89,8 @@ def run(p: TnoSizeParams, run: Run) -> None:
         "spray_and_diffuse 0.349) or Zipf calibrated so that the top 0.5% (skewed) or 40% (spread) of topics "
         "draw 80% of the picks (the paper's words). Each client's topics are distinct (weighted sampling "
         "without replacement), so at high topics-per-client the realised picks are flatter than the law.\n\n"
-        + report.markdown_table(pd.DataFrame(laws), ".4f") + "\n\n"
+        + plots.markdown_table(outcome.tables["popularity"], ".4f") + "\n\n"
         "Columns: `_subscribed` = over the topics that have subscribers (`topics_subscribed` of them); "
         "`_all` = over all topics, a topic without subscribers counting as size 0; `_weighted` = each topic "
         "weighted by its publication probability (its popularity).\n\n"
-        + report.markdown_table(table, ".2f") + "\n")
+        + plots.markdown_table(table, ".2f") + "\n")

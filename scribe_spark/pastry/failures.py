@@ -1,4 +1,4 @@
-"""Silent node failures and their repair (SPEC section 2), as supersteps over the node state.
+"""Silent node failures and their repair (docs/model.md, Pastry), as supersteps over the node state.
 
 Failure model: a set of nodes stops at once. Their rows leave the state frame; the survivors'
 state still names them. A node that forwards to a dead node times out, forgets that entry and
@@ -36,12 +36,13 @@ from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, batch_columns, list_array, local_frame, values_offsets
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
+from scribe_spark.spark.arrow import batch_columns, list_array, local_frame, values_offsets
 
 _log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def leaf_set_layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.nd
 def state_batch(me, leaf, rt, nbr) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array(me, pa.int64()), list_array(leaf), list_array(rt),
                                        list_array(nbr)],
-                                      schema=arrow_schema(STATE_SCHEMA))
+                                      schema=to_arrow_schema(STATE_SCHEMA))
 
 
 def _survivors(ring_bc: Broadcast, dead_bc: Broadcast) -> tuple[Ring, np.ndarray, int]:
@@ -177,7 +178,7 @@ def leaf_merge_task(ring_bc: Broadcast, dead_bc: Broadcast, answering: bool = Fa
     With `answering` the input also holds `from`, the nodes that pushed their leaf sets, and the
     output is ANSWERED: also the nodes that must answer one, with those senders in `answer_to`.
     """
-    schema = arrow_schema(ANSWERED if answering else NEW_LEAF)
+    schema = to_arrow_schema(ANSWERED if answering else NEW_LEAF)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead, n_live = _survivors(ring_bc, dead_bc)
@@ -332,7 +333,7 @@ def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
                 rv[ro[i] + u_pos[first[i]:end[i]]] = u_entry[first[i]:end[i]]
             rt = pa.ListArray.from_arrays(pa.array(ro.astype(np.int32)), pa.array(rv.astype(np.int32)))
             yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], rt, col["nbr"]],
-                                             schema=arrow_schema(STATE_SCHEMA))
+                                             schema=to_arrow_schema(STATE_SCHEMA))
     return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA).localCheckpoint()
 
 

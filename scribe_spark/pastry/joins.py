@@ -1,4 +1,4 @@
-"""Pastry node joins as supersteps (SPEC section 2): an overlay grown one batch of newcomers at a time.
+"""Pastry node joins as supersteps (docs/model.md, Pastry): an overlay grown one batch of newcomers at a time.
 
 For each newcomer X of a batch, all at once:
 1. its contact A is the member nearest to X by proximity;
@@ -35,7 +35,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp, ids
-from scribe_spark.arrow import batch_columns, local_frame, values_offsets
 from scribe_spark.columns import AT
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import (
@@ -48,6 +47,7 @@ from scribe_spark.pastry.failures import (
 )
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
+from scribe_spark.spark.arrow import batch_columns, local_frame, values_offsets
 from scribe_spark.topology import Proximity
 
 _log = logging.getLogger(__name__)

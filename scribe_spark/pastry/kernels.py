@@ -21,7 +21,7 @@ FLAT_PAIRS_PER_CHUNK = 4_000_000
 # smaller ones are not kept, as their trees together would hold N points per row
 CACHED_TREE_MIN = 1 << 16
 
-# routing rule that produced a hop (SPEC section 2): 0 delivered here, 1 leaf set, 2 table, 3 rare case
+# routing rule that produced a hop (docs/model.md, Pastry): 0 delivered here, 1 leaf set, 2 table, 3 rare case
 DELIVERED, LEAF, TABLE, RARE = 0, 1, 2, 3
 
 

@@ -18,12 +18,19 @@ from pyspark.broadcast import Broadcast
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, as_u64, batch_columns, list_array, local_frame, values_offsets
 from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.spark.arrow import (
+    as_u64,
+    batch_columns,
+    list_array,
+    local_frame,
+    values_offsets,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -120,7 +127,7 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
                 [pa.array(part), list_array(kernels.leaf_sets(ring, part)),
                  list_array(kernels.routing_tables(ring, part, mode, seed)),
                  list_array(kernels.neighborhood_sets(ring, part))],
-                schema=arrow_schema(STATE_SCHEMA))
+                schema=to_arrow_schema(STATE_SCHEMA))
     return _
 
 
@@ -133,8 +140,8 @@ def resident_partitions(sc: SparkContext, n: int) -> int:
     """Return the partitions of a built n-node state: about 500,000 nodes each, at least one per core.
 
     A routing superstep runs one task per partition of the state, each with its own Python round
-    trip, so the cached state is cut more coarsely than the build (200,000 lookups at 1M nodes:
-    5.6-6.0 s in 2 partitions, 8.0-9.9 s in 11; BENCHMARKS).
+    trip, so the cached state is cut more coarsely than the build (routing at 1M nodes is faster in
+    2 partitions than in 11; the performance page has the figures).
     """
     return max(sc.defaultParallelism, -(-n // 500_000))
 
@@ -223,7 +230,7 @@ def entry_read(leaf: bool = True) -> list[Column]:
 def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
     """Return messages with the `slot` their node reads for their key filled in (kernels.table_slot)."""
     schema = T.StructType(MESSAGE_SCHEMA.fields + [SLOT])
-    out_schema = arrow_schema(schema)
+    out_schema = to_arrow_schema(schema)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
@@ -238,7 +245,7 @@ def with_slots(messages: DataFrame, ring_bc: Broadcast) -> DataFrame:
 def _step_task(ring_bc: Broadcast, dead_bc: Broadcast | None, settle: bool = False,
                ahead: bool = False) -> Callable:
     """The routing superstep's Python task; `settle` and `ahead` take leaf-set hops at once (see `route`)."""
-    out_schema = arrow_schema(STEP_SCHEMA)
+    out_schema = to_arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, dead = ring_bc.value, dead_bc.value if dead_bc is not None else None
@@ -288,7 +295,7 @@ def next_hop(overlay: Overlay, messages: DataFrame) -> DataFrame:
     extra = [f for f in messages.schema.fields if f.name not in ("leaf", "rt", "nbr")]
     schema = T.StructType(extra + [T.StructField("next", T.LongType(), False),
                                    T.StructField("delivered", T.BooleanType(), False)])
-    out_schema = arrow_schema(schema)
+    out_schema = to_arrow_schema(schema)
     names = [f.name for f in extra]
     ring_bc = overlay.ring_bc
 
@@ -367,7 +374,7 @@ def route(overlay: Overlay, messages: DataFrame,
     out = bsp.run("route", start, forward if repair is None else forward_and_repair,
                   limit, carry=cuts).emitted.get("delivered")
     if out is None:
-        empty = local_frame(messages.sparkSession, arrow_schema(STEP_SCHEMA).empty_table(), STEP_SCHEMA)
+        empty = local_frame(messages.sparkSession, to_arrow_schema(STEP_SCHEMA).empty_table(), STEP_SCHEMA)
         return empty.drop(*STEP_ONLY).withColumnRenamed(AT, "dest")
     return out.withColumnRenamed(AT, "dest")
 

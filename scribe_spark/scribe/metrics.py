@@ -1,4 +1,4 @@
-"""Scribe metrics (SPEC S1/S2): delay penalty, node stress, link stress, tree shape.
+"""Scribe metrics (S1/S2): delay penalty, node stress, link stress, tree shape.
 
 Delays and depths come from supersteps down the trees; per-edge physical quantities are
 computed inside Spark tasks with the broadcast ring and router tables.

@@ -1,4 +1,4 @@
-"""Scribe tree repair after silent node failures (SPEC section 3), as supersteps.
+"""Scribe tree repair after silent node failures (docs/model.md, Scribe), as supersteps.
 
 What happens at the detection round, when children have missed `timeout` heartbeats (events
 count as heartbeats) and parents have stopped hearing from dead children:
@@ -37,7 +37,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
-from scribe_spark.arrow import local_frame
 from scribe_spark.columns import AT
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
@@ -45,6 +44,7 @@ from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.topics import Topics
 from scribe_spark.scribe.trees import LAST, NODE, TOPIC, Trees
+from scribe_spark.spark.arrow import local_frame
 
 _log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def plain_fault(orphans: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class Upcalls:
-    """An application's upcalls in tree repair (SPEC section 3), as transformations of message frames.
+    """An application's upcalls in tree repair (docs/model.md, Scribe), as transformations of message frames.
 
     fault(orphans: topic, node) -> the repair SUBSCRIBEs (topic, node, last) they send;
     forward(msgs: topic, at, from, last) -> the SUBSCRIBEs that go on from the nodes they

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from scribe_spark.arrow import local_frame
 from scribe_spark.columns import NODE, TOPIC
+from scribe_spark.spark.arrow import local_frame
 
 
 def topic_id(name: str, creator: str) -> tuple[int, int]:

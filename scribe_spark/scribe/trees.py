@@ -22,11 +22,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from scribe_spark import bsp
-from scribe_spark.arrow import local_frame
 from scribe_spark.columns import AT, LAST, NODE, TOPIC
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.overlay import DST, SRC, Overlay
 from scribe_spark.scribe.topics import Topics
+from scribe_spark.spark.arrow import local_frame
 
 _log = logging.getLogger(__name__)
 

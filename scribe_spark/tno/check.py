@@ -34,10 +34,11 @@ from pyspark import Broadcast
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from scribe_spark import bsp
-from scribe_spark.arrow import arrow_schema, local_frame
 from scribe_spark.columns import TIME
+from scribe_spark.spark.arrow import local_frame
 
 SUB, EVENT, POS, RANK = "sub", "event", "pos", "rank"
 NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
@@ -48,7 +49,7 @@ RANKS = T.StructType([T.StructField(EVENT, T.LongType(), False), T.StructField(R
 DISAGREEMENTS = T.StructType([T.StructField(SUB, T.LongType(), False),
                               T.StructField("bits", T.BinaryType(), False),
                               T.StructField("disagreements", T.LongType(), False)])
-DISAGREEMENTS_ARROW = arrow_schema(DISAGREEMENTS)
+DISAGREEMENTS_ARROW = to_arrow_schema(DISAGREEMENTS)
 INVERTED = T.StructType([T.StructField(SUB, T.LongType(), False), T.StructField("x", T.IntegerType(), False),
                          T.StructField("y", T.IntegerType(), False)])
 

@@ -18,9 +18,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from scribe_spark.arrow import local_frame
 from scribe_spark.columns import DST, NODE, SRC, TOPIC
 from scribe_spark.scribe.trees import multicast
+from scribe_spark.spark.arrow import local_frame
 
 ROOT_HOP = -1        # the node key of the publisher -> root hop
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)

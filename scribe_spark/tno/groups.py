@@ -1,4 +1,4 @@
-"""Sequencing groups (SPEC section 4) as a Spark self-join of subscriptions on subscriber.
+"""Sequencing groups (docs/model.md, TNO) as a Spark self-join of subscriptions on subscriber.
 
 SG_T = T plus every T' that at least `min_shared` subscriptions contain together with T
 (2 for TNO, 1 for the causal variant). A subscription is one subscriber's set of topics.

@@ -1,4 +1,4 @@
-"""The multistage TNO sequencer (SPEC section 4): topic managers, counters, timestamp chains.
+"""The multistage TNO sequencer (docs/model.md, TNO): topic managers, counters, timestamp chains.
 
 A timestamp is a dict {topic: counter}. The chain for an event on T starts at TM_T, which
 increments LC_T, writes it and writes the values it holds (LLC_T) for lower-ranked topics

@@ -5,6 +5,7 @@ import numpy as np
 
 from scribe_spark import ids, topology
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.streams import Purpose, stream
 
 
 def make_ring(n: int, p, rng: np.random.Generator, routers: topology.TransitStub | None = None,
@@ -18,7 +19,7 @@ def make_ring(n: int, p, rng: np.random.Generator, routers: topology.TransitStub
     elif p.proximity == "transit-stub":
         prox = topology.on_sites("transit-stub", n, routers.delay, topology.LAN_DELAY_MS, rng, distinct=False)
     else:
-        if n > len(matrix):   # config.validate refuses this before Spark starts
+        if n > len(matrix):   # the parameters' check refuses this before Spark starts
             raise RuntimeError(f"{n} nodes but the latency matrix has only {len(matrix)} sites")
         prox = topology.on_sites("matrix", n, matrix, 0.0, rng, distinct=True)
     return Ring(hi, lo, p.b, p.leaf_set, p.neighborhood, prox)
@@ -28,7 +29,7 @@ def shared_network(p, seed: int):
     """Return (router graph, latency matrix) for the configured model; None where unused."""
     if p.proximity == "transit-stub":
         t = p.topology
-        return topology.transit_stub(np.random.default_rng([seed, 0]), transit_domains=t.transit_domains,
+        return topology.transit_stub(stream(seed, Purpose.NETWORK), transit_domains=t.transit_domains,
                                      routers_per_transit=t.routers_per_transit,
                                      stubs_per_transit_router=t.stubs_per_transit_router,
                                      routers_per_stub=t.routers_per_stub, edge_prob=t.edge_prob,

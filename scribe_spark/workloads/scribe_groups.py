@@ -7,6 +7,7 @@ from scribe_spark import ids
 from scribe_spark.config import ScribeParams, TopicWorkload
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.scribe import topics as tp
+from scribe_spark.streams import Purpose, stream
 
 
 def group_sizes(p: TopicWorkload) -> np.ndarray:
@@ -41,7 +42,7 @@ def creators(p: ScribeParams, publisher: np.ndarray, sub_topic: np.ndarray,
         return publisher
     start = np.searchsorted(sub_topic, np.arange(p.topics))    # subscriptions come sorted by topic
     size = np.bincount(sub_topic, minlength=p.topics)
-    return sub_node[start + np.random.default_rng([p.seed, p.nodes, 4]).integers(0, size)]
+    return sub_node[start + stream(p.seed, Purpose.CREATORS, p.nodes).integers(0, size)]
 
 
 def rooted_at(topics: tp.Topics, ring: Ring, creator: np.ndarray, secret: int) -> tp.Topics:

@@ -1,4 +1,5 @@
-"""Arrow helpers: frames of driver data, Spark schema to Arrow, list columns, batches as dicts."""
+"""Arrow helpers: frames of driver data, list columns, batches as dicts (Spark schemas convert with
+PySpark's own `to_arrow_schema`)."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -48,19 +49,6 @@ def values_offsets(a: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """Return (values, offsets) of a list Arrow array as int64 numpy."""
     offs = a.offsets.to_numpy().astype(np.int64)
     return a.values.to_numpy(zero_copy_only=False).astype(np.int64), offs
-
-
-def pa_type(dt: T.DataType) -> pa.DataType:
-    """Return the Arrow type of a Spark type."""
-    if isinstance(dt, T.ArrayType):
-        return pa.list_(pa.field("element", pa_type(dt.elementType), dt.containsNull))
-    return {T.LongType(): pa.int64(), T.IntegerType(): pa.int32(), T.DoubleType(): pa.float64(),
-            T.BooleanType(): pa.bool_(), T.StringType(): pa.string(), T.BinaryType(): pa.binary()}[dt]
-
-
-def arrow_schema(schema: T.StructType) -> pa.Schema:
-    """Return the Arrow schema of a Spark schema."""
-    return pa.schema([(f.name, pa_type(f.dataType), f.nullable) for f in schema.fields])
 
 
 def batch_columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
