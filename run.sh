@@ -2,9 +2,10 @@
 # scribe-spark launcher.
 #   ./run.sh                       set up the environment if missing, run the quick tour
 #   ./run.sh test [PYTEST ARGS]    run the test suite
-#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL] [--resume] [--pdf]
+#   ./run.sh EXPERIMENT [--conf FILE] [--out DIR] [--set key=value ...] [--master URL] [--resume] [--pdf] [--debug]
 #   ./run.sh cluster start|stop|status   a Spark standalone master + 2 workers on 127.0.0.1
 #   ./run.sh package               build the --py-files zip of the library (prints its path)
+#   ./run.sh docs                  build the docs site into data/site/ (offline)
 #   ./run.sh list                  list the experiments
 #   ./run.sh reproduce [--out DIR] [--published FILE.csv] [--confs DIR] [--resume] [--metrics] [--master URL] [--pdf]
 #                                  every paper-scale setup, then the paper-vs-simulation report
@@ -265,7 +266,7 @@ quick_tour() {
 
 cmd="${1:-tour}"
 case "$cmd" in
-  -h|--help|help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 setup
 [ "$cmd" = list ] && exec "$VENV/bin/python" -m scribe_spark.experiments.registry
@@ -273,6 +274,9 @@ case "$cmd" in
   tour) quick_tour ;;
   reproduce) shift; exec "$VENV/bin/python" -m scribe_spark.reproduce "$@" ;;
   package) package_library ;;   # the --py-files zip for non-local masters (prints its path)
+  docs)   # the docs as a static site in data/site/, built offline
+    "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$ROOT/data/site" || exit 1
+    echo "run.sh: docs built; open $ROOT/data/site/index.html" ;;
   cluster)
     case "${2:-}" in
       start) cluster_start ;;

@@ -1,4 +1,4 @@
-"""README's cluster commands, exactly as written, work, and give the tables of a local run.
+"""The docs' cluster commands (docs/cluster.md), exactly as written, work, and give the tables of a local run.
 
 bench/determinism.py compares every job on the standalone cluster (docs/performance.md, "Determinism").
 """
@@ -39,9 +39,9 @@ def _processes_under(folder: str) -> list[int]:
     return found
 
 
-def readme_cluster_commands() -> list[list[str]]:
-    """The `./run.sh` lines of README's block 'A standalone cluster on this machine', comments dropped."""
-    text = (ROOT / "README.md").read_text()
+def docs_cluster_commands() -> list[list[str]]:
+    """The `./run.sh` lines of docs/cluster.md's block on a standalone cluster, comments dropped."""
+    text = (ROOT / "docs" / "cluster.md").read_text()
     block = re.search(r"\*\*A standalone cluster on this machine\*\*.*?```bash\n(.*?)```", text,
                       re.S).group(1)
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("./run.sh")]
@@ -50,7 +50,7 @@ def readme_cluster_commands() -> list[list[str]]:
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_readme_cluster_commands_work_and_equal_a_local_run(spark, tmp_path):
-    commands = readme_cluster_commands()
+    commands = docs_cluster_commands()
     assert [c[1] for c in commands] == ["cluster", "pastry_hops", "cluster", "cluster"]
     cluster_dir = tmp_path / "cluster"
     port = _free_port()
@@ -67,7 +67,7 @@ def test_readme_cluster_commands_work_and_equal_a_local_run(spark, tmp_path):
         daemons = [int(p.read_text()) for p in cluster_dir.glob("*.pid")]
         assert started.returncode == 0, started.stdout + started.stderr
         assert "2 workers" in started.stdout
-        job = sh(commands[1])   # as README writes it: default parameter file, default output folder
+        job = sh(commands[1])   # as the docs write it: default parameter file, default output folder
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
         assert "WARNING: Using incubator modules" not in job.stdout + job.stderr
         folder = Path(re.search(r"done: outputs in (\S+)", job.stdout).group(1))

@@ -1,52 +1,57 @@
-"""The README documents every parameter a job takes, in that job's own section, with its default."""
-import dataclasses
+"""README and the docs: a short README that points inside the repository, pages whose generated tables match
+the code, and a site that builds with every link resolved."""
 import re
-import tomllib
+import shutil
+import subprocess
+import sys
 
 import pytest
 
+from scribe_spark import docgen
 from scribe_spark.experiments import registry
 from tests.helpers import ROOT
 
-TABLE_ROW = re.compile(r"^\| ([^|]+) \| ([^|]+) \|", re.M)   # | `key`, … | `default`, … | meaning |
-CODE = re.compile(r"`([^`]*)`")
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
 
 
-def _section(name: str) -> str:
-    """The README's sections whose title names the job (S1 and S2 share one)."""
-    sections = re.split(r"^## ", (ROOT / "README.md").read_text(), flags=re.M)
-    own = [s for s in sections if f"`{name}`" in s.split("\n", 1)[0]]
-    assert own, f"no README section titled with `{name}`"
-    return "\n".join(own)
+def test_the_readme_is_short_and_shows_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert "./run.sh        #" in text and "./run.sh test   #" in text
 
 
-@pytest.mark.parametrize("name", sorted(registry.JOBS))
-def test_every_parameter_of_a_job_is_named_in_its_section(name):
-    text = _section(name)
-    missing = [f.name for f in dataclasses.fields(registry.JOBS[name].params)
-               if f"`{f.name}`" not in text and f"`[{f.name}]`" not in text]
-    assert not missing, f"README's section on {name} does not name {missing}"
+def test_every_experiment_has_its_page_linked_from_the_readme():
+    text = (ROOT / "README.md").read_text()
+    for name in registry.JOBS:
+        page = ROOT / "docs" / "experiments" / f"{name}.md"
+        assert page.is_file() and f"(docs/experiments/{name}.md)" in text, name
+        body = page.read_text()
+        for kind in ("parameters", "outputs"):
+            assert f"<!-- generated: {kind} {name} -->" in body, (name, kind)
 
 
-def _table_defaults(text: str) -> list[tuple[str, str]]:
-    """(key, default as written) for each table row that gives as many backquoted defaults as keys."""
-    pairs = []
-    for keys, defaults in TABLE_ROW.findall(text):
-        keys, defaults = CODE.findall(keys), CODE.findall(defaults)
-        if keys and len(keys) == len(defaults) and not any(k.startswith("[") for k in keys):
-            pairs += zip(keys, defaults)
-    return pairs
+def test_the_generated_tables_are_those_the_code_declares():
+    assert docgen.stale() == []
 
 
-@pytest.mark.parametrize("name", sorted(set(registry.JOBS) - {"scribe_small_groups", "churn"}))
-def test_the_defaults_a_parameter_table_gives_are_what_the_job_runs_with(name):
-    # S2's section shows S1's defaults; churn gives its defaults in prose
-    conf = tomllib.loads((ROOT / "conf" / f"{name}.toml").read_text())
-    fields = {f.name: f for f in dataclasses.fields(registry.JOBS[name].params)}
-    pairs = _table_defaults(_section(name))
-    assert pairs, f"README's section on {name} has no parameter table with defaults"
-    for key, shown in pairs:
-        assert key in fields, f"README's {name} table names `{key}`, which the job does not take"
-        runs = conf.get(key, fields[key].default)
-        runs = list(runs) if isinstance(runs, tuple) else runs
-        assert tomllib.loads(f"v = {shown}")["v"] == runs, (name, key, shown, runs)
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
+                              if "history" not in p.parts)]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_nothing_a_user_reads_points_outside_the_repository(page):
+    text = (ROOT / page).read_text()
+    assert "../shared" not in text and "SPEC" not in text
+    for target, _ in LINK.findall(text):
+        if not re.match(r"^[a-z]+:", target):
+            assert ((ROOT / page).parent / target).resolve().is_relative_to(ROOT), (page, target)
+            assert ((ROOT / page).parent / target).exists(), (page, target)
+
+
+@pytest.mark.skipif(shutil.which("mkdocs", path=str(ROOT / ".venv" / "bin")) is None and
+                    shutil.which("mkdocs") is None, reason="mkdocs is not installed")
+def test_the_docs_site_builds_with_every_link_resolved(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                          str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert (tmp_path / "site" / "experiments" / "pastry_hops.html").is_file()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_WHERE = {"Run": "folder", "check": "job", "main": "job", "plan": "job", "run_job": "start"}
+_WHERE = {"check": "job", "main": "job", "plan": "job", "run_job": "start"}
 __all__ = list(_WHERE)
 
 

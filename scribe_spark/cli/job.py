@@ -23,6 +23,7 @@ from scribe_spark.cli.args import UsageError, parse_args, project_root
 from scribe_spark.cli.endings import EXIT_BAD_INPUT, EXIT_DONE_ALREADY
 from scribe_spark.cli.start import tell_run_sh
 from scribe_spark.experiments import registry
+from scribe_spark.experiments.run import Run
 from scribe_spark.knobs import ConfigError
 
 
@@ -176,7 +177,7 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
     kept = folder.points_in(tmp) if continued is not None else 0   # from the earlier code
     rerun = shlex.join(["./run.sh", name, "--conf", str(p.final / "params.toml")])
     folder.write_params(tmp, name, p.conf, p.digest, p.params, rerun, kept)
-    run = folder.Run(name, p.params, tmp)
+    run = Run(name, p.params, tmp)
     logs.for_job(name, run.t0)
     if p.resume and continued is None:
         run.log(f"--resume: no unfinished run of {name} in {p.out_root}; starting afresh")

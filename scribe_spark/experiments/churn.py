@@ -30,9 +30,9 @@ import pandas as pd
 
 from scribe_spark import bsp, ids
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import ChurnParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov

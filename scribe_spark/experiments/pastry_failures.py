@@ -18,9 +18,9 @@ import pandas as pd
 
 from scribe_spark import ids
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryFailuresParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import failures as fl
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest

@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 
 from scribe_spark import ids
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryHopsParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.spark.session import spark_session

@@ -17,9 +17,9 @@ import pandas as pd
 
 from scribe_spark import ids
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import PastryJoinsParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import joins
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import closest, routing_tables

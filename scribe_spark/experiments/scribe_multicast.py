@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame
 
 from scribe_spark import bsp, ids
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import ScribeParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp

@@ -23,10 +23,10 @@ from pyspark.sql import functions as F
 
 from scribe_spark import bsp
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.columns import TIME
 from scribe_spark.config import TnoOrderingParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.laws import popularity
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference.pairwise_order import pairwise_check

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from scribe_spark import report as plots
-from scribe_spark.cli.folder import Run
 from scribe_spark.config import TnoSequencerParams
 from scribe_spark.experiments.outputs import Outcome
+from scribe_spark.experiments.run import Run
 from scribe_spark.laws import describe, model_index, popularity
 from scribe_spark.spark.arrow import local_frame
 from scribe_spark.spark.session import spark_session
