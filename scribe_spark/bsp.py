@@ -270,8 +270,8 @@ def join_static(messages: DataFrame, count: int, frame: DataFrame, frame_rows: i
 def rows(frame: DataFrame) -> int:
     """Count a frame's rows by running its plan once, without a final aggregate (materializes a cache).
 
-    `DataFrame.count()` adds a global aggregate, two stages with a shuffle between them; on
-    local[2] that costs about 0.1 s more per call, which the supersteps of small runs pay often.
+    `DataFrame.count()` adds a global aggregate, two stages with a shuffle between them: a fixed cost
+    per call that the supersteps of small runs pay often (bench/action_cost.py measures it).
     Cheapest on a checkpointed or cached frame; on any other it computes every column, which
     `count()` could prune, so it suits frames whose columns are few or computed anyway.
     """

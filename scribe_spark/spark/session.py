@@ -6,22 +6,17 @@ import threading
 
 from pyspark.sql import SparkSession
 
-# Settings every session of the library, its tests and its benchmarks is made with. Python workers
-# talk to their executor over a Unix domain socket (Spark 4.1, SPARK-51688) rather than TCP: on this
-# machine each Python task then adds about 12 ms to a job instead of about 31 (empty mapInArrow
-# tasks; over TCP a task waits about 40 ms for its first batch), and a superstep runs one Python task
-# per partition of the node state.
-#
-# Batches sent to Python tasks are cut at spark.sql.execution.arrow.maxRecordsPerBatch rows (10,000)
-# only: below Int.MaxValue, maxBytesPerBatch (64 MiB by default) makes Spark measure the whole Arrow
-# batch after every row it writes (about 9% of a routing task's JVM time in a profile at 1M nodes;
-# routes of 200,000 lookups 5.5 s against 6.4 s, median of five, alternating in one process). Only
-# rows averaging over 6.7 KB filled 64 MiB before 10,000 rows (a routing message with its node's
-# state is about 0.6 KB); the quick tour's tables are byte-identical with and without it.
-#
-# A pandas frame that Arrow cannot convert raises instead of falling back, with a warning, to a frame
-# computed by plain Python tasks: those are slow at scale, and they run in workers that never import
-# the library (see `arrow.local_frame`).
+# Settings every session of the library, its tests and its benchmarks is made with:
+# - Python workers talk to their executor over a Unix domain socket rather than TCP, which takes
+#   about two thirds off what each Python task adds to a job; a superstep runs one Python task per
+#   partition of the node state (the performance page has the figures);
+# - batches sent to Python tasks are cut by rows (spark.sql.execution.arrow.maxRecordsPerBatch,
+#   10,000) only: with a byte limit, Spark measures the whole Arrow batch after every row it writes,
+#   a tenth of a routing task's JVM time, and only rows of over 6.7 KB (a routing message with its
+#   node's state is about 0.6 KB) would fill the default 64 MiB first;
+# - a pandas frame that Arrow cannot convert raises instead of falling back, with a warning, to a
+#   frame computed by plain Python tasks: those are slow at scale, and they run in workers that never
+#   import the library (see `arrow.local_frame`).
 SESSION_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
