@@ -1,6 +1,5 @@
 """A sweep killed between points continues with --resume and gives the tables of an uninterrupted run."""
 import os
-import re
 import signal
 import subprocess
 import time
@@ -139,62 +138,3 @@ def test_the_earlier_code_is_named_only_when_the_unfinished_run_kept_points(tmp_
         assert cli.main("pastry_hops", [*conf, "--out", str(out), "--resume"]) == 0
         saved = (out / "pastry_hops" / "params.toml").read_text()
         assert ("# code before a --resume: scribe-spark 0.0, git old\n" in saved) == (points > 0)
-
-
-def _stop_after_first_point(out, how: str) -> subprocess.CompletedProcess:
-    """Start the tiny sweep, and once a point is saved stop it as a terminal's Ctrl-C or `kill` would."""
-    proc = subprocess.Popen(["./run.sh", *TINY, "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 300
-    while not list(out.glob(".pastry_hops.tmp-*/.points/*.pkl")):
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()
-        time.sleep(0.1)
-    if how == "ctrl-c":
-        os.killpg(proc.pid, signal.SIGINT)   # the terminal signals the whole foreground group
-    else:
-        os.kill(proc.pid, signal.SIGTERM)    # `kill PID` (and `timeout`) signal run.sh alone
-    stdout, stderr = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("how, code, said", [("ctrl-c", 130, "stopped by Ctrl-C"),
-                                             ("sigterm", 143, "stopped by SIGTERM")])
-def test_a_stopped_sweep_ends_in_one_line_and_resumes_to_the_same_tables(tiny, tmp_path, how, code, said):
-    out = tmp_path / "out"
-    stopped = _stop_after_first_point(out, how)
-    assert stopped.returncode == code
-    (line,) = stopped.stderr.splitlines()
-    kept = re.match(rf"pastry_hops: error: {said}; (\d) points kept in {out}/\.pastry_hops\.tmp-", line)
-    assert kept, line
-    assert line.endswith(f"continue with: ./run.sh pastry_hops --conf conf/tiny/pastry_hops.toml --out {out} "
-                         "--resume")
-    assert "Traceback" not in stopped.stdout and not (out / "pastry_hops").exists()
-    resumed = _run_sh(*TINY, "--out", str(out), "--resume")
-    assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr
-    assert f"({kept[1]} points done)" in resumed.stdout
-    assert tables(out / "pastry_hops") == tables(tiny("pastry_hops"))
-
-
-@pytest.mark.slow
-def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(tiny, tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("this machine does not let the tests mount a small tmpfs")
-    try:
-        filler = disk / "filler"
-        filler.write_bytes(b"\0" * (2 * 1024 * 1024 - 240 * 1024))   # leaves room for a point, not the run
-        out = disk / "out"
-        full = _run_sh(*TINY, "--out", str(out))
-        assert full.returncode == 4, full.stderr
-        (line,) = full.stderr.splitlines()
-        assert line.startswith("pastry_hops: error: no space left on the disk of ") and "points kept" in line
-        assert not (out / "pastry_hops").exists()
-        filler.unlink()
-        resumed = _run_sh(*TINY, "--out", str(out), "--resume")
-        assert resumed.returncode == 0, resumed.stderr
-        assert tables(out / "pastry_hops") == tables(tiny("pastry_hops"))
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
