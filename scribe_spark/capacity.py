@@ -12,21 +12,12 @@ a warning, not a refusal, as that figure is an estimate, not a bound.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from typing import Any
 
 from scribe_spark.knobs import ConfigError
-
-
-def machine_bytes() -> int:
-    """Return this machine's physical memory in bytes."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
+from scribe_spark.sizes import human_bytes, knob_names, machine_bytes, require
 
 MEMORY = re.compile(r"[1-9][0-9]*[kKmMgGtT]")
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -68,59 +59,6 @@ def ring_bytes(p: Any) -> int:
     return size
 
 
-def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
-    """Lower bound of the bytes `nodes` Pastry nodes need: ids, ring order and their state entries."""
-    rows = max(1, math.ceil(math.log(max(nodes, 2), 2 ** b)))
-    entries = leaf_set + neighborhood + rows * (2 ** b - 1)
-    return nodes * (64 + 4 * entries)    # int32 node numbers in the state arrays
-
-
-def router_bytes(routers: int) -> int:
-    """Lower bound of the bytes of the transit-stub all-pairs delays and next hops (computed in float64)."""
-    return routers ** 2 * 20
-
-
-# the Scribe sizes summed exactly over this many ranks at most; the ranks beyond count min_size each
-EXACT_RANKS = 1_000_000
-
-
-def subscriptions(p: Any) -> int:
-    """Lower bound of a Scribe workload's subscriptions, without an array as long as `topics`."""
-    if p.group_size:
-        return p.topics * p.group_size
-    ranks = min(p.topics, EXACT_RANKS)
-    return int(p.sizes(ranks).sum()) + (p.topics - ranks) * p.min_size
-
-
-def popularity_need(topics: int) -> tuple[str, int, str]:
-    """A TNO run's part that grows with its topics: each law (8 bytes a topic) and its draws (24)."""
-    return "topics", topics * 32, f"the popularity laws and draws of {count_text(topics)} topics"
-
-
-def count_text(n: float) -> str:
-    """Write a count with thousands separators, or in scientific notation past 10^15."""
-    return f"{n:,.0f}" if n < 1e15 else f"{n:.3g}"
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
-
-
-Knobs = str | tuple[str, ...]   # the key, or keys, whose values set a part's size
-
-
-def _keys(knobs: Knobs) -> tuple[str, str]:
-    """Name a part's knobs: ("key 'a'", "'a'"), or ("keys 'a' and 'b'", "'a' or 'b'")."""
-    names = [f"'{k}'" for k in ((knobs,) if isinstance(knobs, str) else knobs)]
-    if len(names) == 1:
-        return f"key {names[0]}", names[0]
-    return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
-
-
 # each kind of process at its own peak in S1 at 10,000,000 nodes (transit-stub, local[2], an 8 GiB
 # heap; the performance page has the runs): the driver JVM's resident memory beyond its heap, the
 # Python driver's bytes per node of the overlay, and each local Python worker's. The peaks need not
@@ -150,25 +88,16 @@ def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> st
         return None
     workers = local_workers(master)
     return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes may need up to about "
-            f"{_human(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
+            f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
             f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and {WORKER_BYTES_PER_NODE} in each of "
             f"{workers} local Python workers, each at its peak measured at 10M nodes), more than this "
-            f"machine's {_human(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
+            f"machine's {human_bytes(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 
 
 def has_overlay(p: Any) -> bool:
     """Whether a run builds a Pastry overlay (its parameters say how many nodes at most)."""
     return hasattr(p, "peak_nodes")
-
-
-def require(key: Knobs, size: int, what: str, limit: int | None = None) -> None:
-    """Raise ConfigError naming `key` when `what`, at least `size` bytes, exceeds `limit` (this machine)."""
-    limit = machine_bytes() if limit is None else limit
-    if size > limit:
-        named, lower = _keys(key)
-        raise ConfigError(f"{named}: {what} need at least {_human(size)}, more than this machine's "
-                          f"{_human(limit)} of memory; lower {lower}")
 
 
 def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
@@ -180,8 +109,8 @@ def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
     limit = machine_bytes() if limit is None else limit
     heap_bytes = memory_bytes(heap, "SCRIBE_DRIVER_MEMORY")
     if heap_bytes >= limit:
-        raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {_human(heap_bytes)} leaves nothing of this "
-                          f"machine's {_human(limit)} of memory for the Python processes; "
+        raise ConfigError(f"SCRIBE_DRIVER_MEMORY: a JVM heap of {human_bytes(heap_bytes)} leaves nothing of "
+                          f"this machine's {human_bytes(limit)} of memory for the Python processes; "
                           "lower SCRIBE_DRIVER_MEMORY")
     parts = p.needs()
     for key, size, what in parts:
@@ -189,16 +118,16 @@ def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
     total = sum(size for _, size, _ in parts)
     if total > limit:
         knobs, size, what = max(parts, key=lambda part: part[1])
-        named, lower = _keys(knobs)
-        raise ConfigError(f"{named}: this run needs at least {_human(total)} in all, more than this "
-                          f"machine's {_human(limit)} of memory; its largest part is {what} "
-                          f"({_human(size)}): lower {lower}")
+        named, lower = knob_names(knobs)
+        raise ConfigError(f"{named}: this run needs at least {human_bytes(total)} in all, more than this "
+                          f"machine's {human_bytes(limit)} of memory; its largest part is {what} "
+                          f"({human_bytes(size)}): lower {lower}")
     if has_overlay(p):
         copies = 1 + local_workers(master)
         ring = ring_bytes(p) * copies
         if ring > limit - heap_bytes:
             raise ConfigError(
                 f"key 'nodes': the broadcast ring of {p.peak_nodes():,} nodes, held by the Python driver and "
-                f"{copies - 1} local Python worker(s), needs at least {_human(ring)}, more than the "
-                f"{_human(limit - heap_bytes)} this machine's {_human(limit)} leaves beside the JVM heap of "
-                f"{_human(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or SCRIBE_DRIVER_MEMORY")
+                f"{copies - 1} local Python worker(s), needs at least {human_bytes(ring)}, more than the "
+                f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the JVM heap "
+                f"of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or SCRIBE_DRIVER_MEMORY")

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scribe_spark import capacity, laws
+from scribe_spark import laws, sizes
 from scribe_spark.knobs import INT_MAX, ConfigError, count, knob, share
 from scribe_spark.topology import MODELS, load_matrix
 
@@ -116,10 +116,10 @@ class OverlayParams:
     def overlay_needs(self) -> list[tuple[Any, int, str]]:
         """The memory an overlay of `peak_nodes` needs at least: node state and router delays."""
         nodes = self.peak_nodes()
-        out = [("nodes", capacity.node_bytes(nodes, self.b, self.leaf_set, self.neighborhood),
+        out = [("nodes", sizes.node_bytes(nodes, self.b, self.leaf_set, self.neighborhood),
                 f"{nodes:,} nodes' ids and Pastry state")]
         if self.proximity == "transit-stub":   # type: ignore[attr-defined]
-            out.append(("topology", capacity.router_bytes(self.topology.routers),
+            out.append(("topology", sizes.router_bytes(self.topology.routers),
                         f"all-pairs delays of {self.topology.routers:,} routers"))
         return out
 
@@ -179,9 +179,9 @@ class TopicWorkload:
 
     def topic_needs(self) -> list[tuple[Any, int, str]]:
         """The memory of the subscriptions and topics."""
-        subs = capacity.subscriptions(self)
+        subs = sizes.subscriptions(self)
         return [("topics", (subs + self.topics) * 16,
-                 f"{capacity.count_text(subs)} subscriptions to {capacity.count_text(self.topics)} topics")]
+                 f"{sizes.count_text(subs)} subscriptions to {sizes.count_text(self.topics)} topics")]
 
 
 @dataclass(frozen=True)
@@ -230,8 +230,8 @@ class TnoDeployment:
     def client_needs(self, per_client: int) -> list[tuple[Any, int, str]]:
         """The memory of the subscriptions and of the popularity laws."""
         subs = self.clients * per_client
-        return [("clients", subs * 16, f"{capacity.count_text(subs)} subscriptions"),
-                capacity.popularity_need(self.topics)]
+        return [("clients", subs * 16, f"{sizes.count_text(subs)} subscriptions"),
+                sizes.popularity_need(self.topics)]
 
 
 def _matrix_sites(path: str) -> int:
@@ -264,7 +264,7 @@ def _require_partitions(partitions: int, nodes: int) -> None:
 def _require_laws(models: tuple[str, ...] | str, topics: int) -> None:
     """Check that each popularity law gives every one of `topics` topics a probability above 0."""
     # the check computes each law, so the topics must fit before it runs
-    capacity.require(*capacity.popularity_need(topics))
+    sizes.require(*sizes.popularity_need(topics))
     for m in (models,) if isinstance(models, str) else models:
         _require(laws.popularity(max(topics, 1), m).min() > 0, "popularity",
                  f"the law gives some of the {topics} topics probability 0 (shape too large)", m)
@@ -379,8 +379,8 @@ class TnoSizeParams:
 
     def needs(self) -> list[tuple[Any, int, str]]:
         subs = self.clients * max(self.topics_per_client)
-        return [("clients", subs * 16, f"{capacity.count_text(subs)} subscriptions"),
-                capacity.popularity_need(self.topics)]
+        return [("clients", subs * 16, f"{sizes.count_text(subs)} subscriptions"),
+                sizes.popularity_need(self.topics)]
 
 
 TICKS_MAX = 1_000_000   # the unreliable scenarios' TTL checks, each over every subscriber
@@ -498,7 +498,7 @@ class TnoSequencerParams(TnoDeployment):
         events = rate * self.duration_s
         return self.client_needs(max(self.topics_per_client, *self.subscription_sweep)) + [
             ((knob_name, "duration_s"), int(events * 512),
-             f"{capacity.count_text(events)} simulated events (the highest rate, in '{knob_name}', times "
+             f"{sizes.count_text(events)} simulated events (the highest rate, in '{knob_name}', times "
              "duration_s)")]
 
 
@@ -553,8 +553,8 @@ class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
 
     def needs(self) -> list[tuple[Any, int, str]]:
         draws = ("rounds", self.topics * self.rounds * 8,
-                 f"the publication draws of {capacity.count_text(self.topics)} topics over "
-                 f"{capacity.count_text(self.rounds)} rounds")
+                 f"the publication draws of {sizes.count_text(self.topics)} topics over "
+                 f"{sizes.count_text(self.rounds)} rounds")
         return self.overlay_needs() + self.topic_needs() + [draws]
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from scribe_spark import capacity, cli
+from scribe_spark import capacity, cli, sizes
 from scribe_spark.cli import environment
 from scribe_spark.cli.args import UsageError
 from scribe_spark.cli.endings import EXIT_DONE_ALREADY
@@ -227,14 +227,14 @@ def test_scribe_subscriptions_are_counted_as_the_workload_makes_them():
     from scribe_spark.workloads.scribe_groups import group_sizes
     for p in (ScribeParams(nodes=100_000), ScribeParams(nodes=5000, topics=300, min_size=7),
               ScribeParams(nodes=5000, topics=40, group_size=12)):
-        assert capacity.subscriptions(p) == group_sizes(p).sum()
+        assert sizes.subscriptions(p) == group_sizes(p).sum()
     # past the ranks summed exactly, each topic counts its least size: exact where the law gives that ...
-    many = ScribeParams(nodes=1000, topics=capacity.EXACT_RANKS + 5000, min_size=3)
-    assert capacity.subscriptions(many) == group_sizes(many).sum()
+    many = ScribeParams(nodes=1000, topics=sizes.EXACT_RANKS + 5000, min_size=3)
+    assert sizes.subscriptions(many) == group_sizes(many).sum()
     # ... and below the workload where it gives more
-    big = ScribeParams(nodes=100_000_000, topics=capacity.EXACT_RANKS + 5000)
-    head = group_sizes(big)[:capacity.EXACT_RANKS].sum()
-    assert capacity.subscriptions(big) == head + 5000 < group_sizes(big).sum()
+    big = ScribeParams(nodes=100_000_000, topics=sizes.EXACT_RANKS + 5000)
+    head = group_sizes(big)[:sizes.EXACT_RANKS].sum()
+    assert sizes.subscriptions(big) == head + 5000 < group_sizes(big).sum()
 
 
 def test_run_sh_names_a_bad_driver_memory(tmp_path):
@@ -297,7 +297,7 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
                                           r"largest part is 1,000,000 nodes' ids and Pastry state "
                                           r"\(.*\): lower 'nodes'$"):
         capacity.check(p, limit=(largest + total) // 2, heap="1k", master="local[2]")
-    named, lower = capacity._keys(("rates", "duration_s", "x"))
+    named, lower = sizes.knob_names(("rates", "duration_s", "x"))
     assert (named, lower) == ("keys 'rates', 'duration_s' and 'x'", "'rates', 'duration_s' or 'x'")
 
 

@@ -1,0 +1,83 @@
+"""Byte estimates of what a run holds, and the machine's memory: what parameter classes state as their needs.
+
+Each estimate is a lower bound (ids, node state, router delays, topics and subscriptions, simulated
+events), so a run refused for it could never have finished here; `capacity` weighs a run's needs
+against the machine and the JVM heap before Spark starts.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from scribe_spark.knobs import ConfigError
+
+
+def machine_bytes() -> int:
+    """Return this machine's physical memory in bytes."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
+    """Lower bound of the bytes `nodes` Pastry nodes need: ids, ring order and their state entries."""
+    rows = max(1, math.ceil(math.log(max(nodes, 2), 2 ** b)))
+    entries = leaf_set + neighborhood + rows * (2 ** b - 1)
+    return nodes * (64 + 4 * entries)    # int32 node numbers in the state arrays
+
+
+def router_bytes(routers: int) -> int:
+    """Lower bound of the bytes of the transit-stub all-pairs delays and next hops (computed in float64)."""
+    return routers ** 2 * 20
+
+
+# the Scribe sizes summed exactly over this many ranks at most; the ranks beyond count min_size each
+EXACT_RANKS = 1_000_000
+
+
+def subscriptions(p: Any) -> int:
+    """Lower bound of a Scribe workload's subscriptions, without an array as long as `topics`."""
+    if p.group_size:
+        return p.topics * p.group_size
+    ranks = min(p.topics, EXACT_RANKS)
+    return int(p.sizes(ranks).sum()) + (p.topics - ranks) * p.min_size
+
+
+def popularity_need(topics: int) -> tuple[str, int, str]:
+    """A TNO run's part that grows with its topics: each law (8 bytes a topic) and its draws (24)."""
+    return "topics", topics * 32, f"the popularity laws and draws of {count_text(topics)} topics"
+
+
+def count_text(n: float) -> str:
+    """Write a count with thousands separators, or in scientific notation past 10^15."""
+    return f"{n:,.0f}" if n < 1e15 else f"{n:.3g}"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB" if n < 1e6 else f"{n:.3g} PiB"
+
+
+Knobs = str | tuple[str, ...]   # the key, or keys, whose values set a part's size
+
+
+def knob_names(knobs: Knobs) -> tuple[str, str]:
+    """Name a part's knobs: ("key 'a'", "'a'"), or ("keys 'a' and 'b'", "'a' or 'b'")."""
+    names = [f"'{k}'" for k in ((knobs,) if isinstance(knobs, str) else knobs)]
+    if len(names) == 1:
+        return f"key {names[0]}", names[0]
+    return f"keys {', '.join(names[:-1])} and {names[-1]}", f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def require(key: Knobs, size: int, what: str, limit: int | None = None) -> None:
+    """Raise ConfigError naming `key` when `what`, at least `size` bytes, exceeds `limit` (this machine)."""
+    limit = machine_bytes() if limit is None else limit
+    if size > limit:
+        named, lower = knob_names(key)
+        raise ConfigError(f"{named}: {what} need at least {human_bytes(size)}, more than this machine's "
+                          f"{human_bytes(limit)} of memory; lower {lower}")
