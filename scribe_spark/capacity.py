@@ -129,5 +129,6 @@ def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
             raise ConfigError(
                 f"key 'nodes': the broadcast ring of {p.peak_nodes():,} nodes, held by the Python driver and "
                 f"{copies - 1} local Python worker(s), needs at least {human_bytes(ring)}, more than the "
-                f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the JVM heap "
-                f"of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or SCRIBE_DRIVER_MEMORY")
+                f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the "
+                f"JVM heap of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or "
+                "SCRIBE_DRIVER_MEMORY")
