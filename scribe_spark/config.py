@@ -463,8 +463,14 @@ class TnoSequencerParams(TnoDeployment):
     chains: tuple[str, ...] = knob(CHAINS, "chain rules compared side by side", choices=CHAINS, min_items=1)
     rates: tuple[float, ...] = knob((500.0, 1000.0, 2000.0, 5000.0, 10000.0), "events per second (latency "
                                     "sweep)", unit="1/s", lo=0.0, hi=RATE_MAX, lo_open=True, min_items=1)
-    service_ms: float = knob(0.05, "time a TM spends on one timestamp stage, in the latency sweep", unit="ms",
-                             lo=0.0, hi=10_000.0, why_hi="a stage of over 10 s is a unit mistake")
+    service_ms: float = knob(0.05, "core time of one timestamp stage at a TM, in the rate and subscription "
+                                   "sweeps", unit="ms", lo=0.0, hi=10_000.0,
+                             why_hi="a stage of over 10 s is a unit mistake")
+    message_ms: float = knob(0.01, "core time of one message a server receives from or sends to the "
+                                   "network", unit="ms", lo=0.0, hi=10_000.0,
+                             why_hi="a message of over 10 s is a unit mistake")
+    server_cores: int = count(4, "cores of each server, shared by its TMs (the TNO paper's servers have 4)",
+                              hi=1024)
     service_sweep_ms: tuple[float, ...] = knob((0.0, 0.025, 0.05, 0.1, 0.2), "throughput sweep at the "
                                                "highest "
                                                "rate; [] = no sweep", unit="ms", lo=0.0, hi=10_000.0,

@@ -21,6 +21,7 @@ import pandas as pd
 
 from scribe_spark.experiments.outputs import OUTPUTS
 from scribe_spark.reference.routing_tables import QUALITY
+from scribe_spark.tno.sequencer import precedence_rank
 
 Params = dict                     # a job's resolved parameters, as read back from its params.toml
 Row = tuple[str, str, str, str]  # (aspect, the paper's, ours, verdict: "", "differs: …", "may differ: …", NA)
@@ -237,6 +238,16 @@ def _t1_setup(p: Params) -> list[Row]:
             _seed(p)]
 
 
+def _direction(p: Params) -> Row:
+    """The chain direction the run's precedence gives, read from the sequencer's own ranking."""
+    rank = precedence_rank(p["topics"], p["precedence"])
+    first = max(rank, key=rank.get) + 1   # topics numbered from 1, as in the paper
+    ours = (f"`{p['precedence']}`: topic {first:,} ranks highest, so chains move towards "
+            + ("lower" if first == 1 else "higher") + " topic ids")
+    return ("precedence", "by topic id, topic 1 highest: a chain moves towards lower ids (TM_T2 -> TM_T1)",
+            ours, _differs(first != 1, "chains move the other way"))
+
+
 def _t2_setup(p: Params) -> list[Row]:
     geo = p["deployment"] == "geo"
     models = _list(p["popularity"])
@@ -254,14 +265,14 @@ def _t2_setup(p: Params) -> list[Row]:
              "hosts the TMs of its site's most popular topics", ", ".join(f"`{m}`" for m in models)
              + (", per site" if geo else ", one law over topic ids"),
              _differs(not geo or set(models) != {"geographic", "spray_and_diffuse"}, "other popularity")),
-            ("precedence", "by topic id", f"`{p['precedence']}`",
-             _differs(p["precedence"] != "topic_id", "another precedence order")),
+            _direction(p),
             ("chains", "the timestamp visits the TMs of the event's sequencing group (`literal`)",
              f"rules measured: {', '.join(p['chains'])} (`etree`, our default, also relays through the "
              "elimination tree)", _differs("literal" not in p["chains"], "the paper's rule is not measured")),
-            ("service time", "not stated in the paper's setup",
-             f"{p['service_ms']:g} ms per timestamp stage, relays free",
-             NA),
+            ("servers", "one 4-core Xeon E3-1270v2 with 16 GB per site; service times not stated",
+             f"{p['server_cores']} cores per server shared by its TMs; {p['service_ms']:g} ms per timestamp "
+             f"stage, {p['message_ms']:g} ms per network message, relays free; a FIFO queue per server",
+             _differs(p["server_cores"] != 4, "another number of cores")),
             ("rates", "up to 10,000 events/s", ", ".join(f"{r:g}" for r in p["rates"]) + f" events/s, "
              f"{p['duration_s']:g} s each", _differs(max(p["rates"]) < 10_000, "a lower top rate")),
             ("subscription sweep", "total subscriptions at 5,000 requests/s (the paper gives no range)",
@@ -407,7 +418,7 @@ def _t2_values(sweep: str, x: str, metrics: tuple[str, ...]) -> Callable:
 
 def _bw_values(folder: Path, p: Params, pub: pd.DataFrame) -> list[tuple]:
     b = _csv(folder, "bandwidth")
-    return [("outgoing_percent", f"{r.popularity}/{r.chains}", str(r.server + 1), r.outgoing_percent)
+    return [("outgoing_percent", f"{r.popularity}/{r.chains}", str(r.server), r.outgoing_percent)
             for r in b.itertuples()]
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from scribe_spark.laws import popularity
-from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
+from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank, saturation
 from scribe_spark.tno.simulation import Placement, Simulation, site_placement
 from scribe_spark.workloads.popularity import site_popularity, site_ranks
 from tests.helpers import tno_scenario
@@ -45,6 +45,52 @@ def test_timestamp_stages_are_counted_and_relays_are_free():
     assert sim.stats.latency == [10.0 + 2.0 + 2.0 + 10.0]   # same server: TM hops cost no network delay
 
 
+def _offered(groups: dict, topics: list[int], rate: float, cores: int, service: float, message: float = 0.0,
+             duration: float = 2000.0):
+    """One server hosting every TM; `rate` events per second spread over `topics`; the finished run."""
+    rng = np.random.default_rng(5)
+    place = FixedDelay({t: 0 for t in groups}, [0], {0: 0})
+    sim = Simulation(Sequencer(groups, {t: t for t in groups}), place, {}, None, rng, service_ms=service,
+                     message_ms=message, cores=cores)
+    n = int(rate * duration / 1000)
+    for t, topic in zip(np.sort(rng.uniform(0, duration, n)), rng.choice(topics, n)):
+        sim.at(float(t), sim.publish, 0, int(topic))
+    sim.run()
+    return sim
+
+
+def _throughput(sim, duration: float = 2000.0) -> float:
+    done = np.asarray(sim.stats.completed_at)
+    return ((done >= duration / 2) & (done < duration)).sum() / (duration / 2000)
+
+
+@pytest.mark.parametrize("cores, tms, capacity", [(1, 4, 1000), (4, 4, 4000), (4, 1, 1000), (2, 4, 2000)])
+def test_a_server_saturates_at_its_cores_or_its_busiest_topic_manager(cores, tms, capacity):
+    """Stages of 1 ms: a server serves `cores` at once, a TM one; offered twice that, throughput is capped
+    at the smaller capacity, and the chains' prediction says which."""
+    groups = {t: {t} for t in range(4)}
+    sim = _offered(groups, list(range(tms)), 2 * capacity, cores, service=1.0)
+    assert _throughput(sim) == pytest.approx(capacity, rel=0.03)
+    probs = np.bincount(np.arange(tms), minlength=4) / tms
+    profile = chain_profile(Sequencer(groups, {t: t for t in groups}), {t: 0 for t in groups}, probs)
+    predicted, where = saturation(profile, 1.0, 0.0, cores)
+    assert predicted == pytest.approx(capacity) and where == ("server 1" if tms > cores else "TM of topic 1")
+    below = _offered(groups, list(range(tms)), capacity / 2, cores, service=1.0)
+    assert _throughput(below) == pytest.approx(capacity / 2, rel=0.1)   # below capacity: what is offered
+
+
+def test_messages_cost_core_time_and_a_busy_topic_manager_does_not_block_the_others():
+    """Each message in or out costs `message_ms`; a TM with a long queue leaves the other cores to the
+    other TMs (first come, first served among TMs free to run)."""
+    groups = {t: {t} for t in range(2)}
+    sim = _offered(groups, [0], 1000, cores=2, service=0.0, message=0.5)      # 1 ms per event at TM 0
+    assert sim.server_busy == {0: pytest.approx(1.0 * len(sim.stats.latency))}
+    hot = _offered(groups, [0] * 9 + [1], 3000, cores=2, service=1.0)        # TM 0 gets 2,700/s: saturated
+    lat = np.asarray(hot.stats.latency)
+    assert np.median(lat) > 120                        # TM 0's events queue up ...
+    assert lat.min() == pytest.approx(10.0 + 1.0 + 10.0)   # ... while TM 1's go straight through
+
+
 def test_bytes_handled_and_forwarded_per_server():
     """client -> server 0 -> server 1 -> client: server 0 forwards all it handles, server 1 nothing."""
     groups = {0: {0, 1}, 1: {0, 1}}
@@ -77,19 +123,31 @@ def test_tno_holds_with_busy_topic_managers(seed):
     assert max(sim.tm_free.values()) > 0
 
 
-def test_popular_last_precedence_gives_short_chains():
+def test_popular_first_precedence_gives_short_chains():
     probs = np.array([0.7, 0.1, 0.1, 0.05, 0.05])
     groups = {0: {0, 1, 2, 3, 4}, 1: {0, 1}, 2: {0, 2}, 3: {0, 3}, 4: {0, 4}}
     server_of = {t: 0 for t in groups}
-    last = chain_profile(Sequencer(groups, precedence_rank(5, "popular_last"), chains="interval"),
-                         server_of, probs)
     first = chain_profile(Sequencer(groups, precedence_rank(5, "popular_first"), chains="interval"),
                           server_of, probs)
-    # popular last: an event on topic t climbs the interval from t up to topic 0 (t + 1 TMs, relays included)
-    assert last["mean_tms_visited"] == pytest.approx(0.7 * 1 + 0.1 * 2 + 0.1 * 3 + 0.05 * 4 + 0.05 * 5)
-    # popular first: an event on topic 0 visits every TM, the others only their own
-    assert first["mean_tms_visited"] == pytest.approx(0.7 * 5 + 0.3 * 1)
-    assert last["tm_visits"][0] == pytest.approx(1.0)     # every event ends at the most popular topic's TM
+    last = chain_profile(Sequencer(groups, precedence_rank(5, "popular_last"), chains="interval"),
+                         server_of, probs)
+    # popular first (the most popular topic ranks highest, as topic 1 does by topic id): an event on
+    # topic t climbs the interval from t up to topic 0 (t + 1 TMs, relays included)
+    assert first["mean_tms_visited"] == pytest.approx(0.7 * 1 + 0.1 * 2 + 0.1 * 3 + 0.05 * 4 + 0.05 * 5)
+    # popular last: an event on topic 0 visits every TM, the others only their own
+    assert last["mean_tms_visited"] == pytest.approx(0.7 * 5 + 0.3 * 1)
+    assert first["tm_visits"][0] == pytest.approx(1.0)     # every event ends at the most popular topic's TM
+
+
+def test_by_topic_id_chains_move_towards_lower_ids_as_in_the_paper():
+    # the paper's Fig. 4: an event on T2 with SG = {T1, T2} goes TM_T2 -> TM_T1 (ids 1 -> 0 here)
+    rank = precedence_rank(3, "topic_id")
+    groups = {0: {0, 1}, 1: {0, 1}, 2: {2}}
+    for rule in ("etree", "interval", "literal"):
+        seq = Sequencer(groups, rank, chains=rule)
+        assert seq.chain(1) == [1, 0] and seq.chain(0) == [0], rule
+        assert seq.subscription_chain({0, 1}) == [1, 0], rule
+    assert Sequencer(groups, precedence_rank(3, "reverse_topic_id")).chain(0) == [0, 1]
 
 
 @pytest.mark.slow

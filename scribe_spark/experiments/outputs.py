@@ -307,8 +307,8 @@ TNO_SEQUENCER = {t.name: t for t in (
     table("bandwidth", "one row per (popularity model, chain rule, server), at the highest event rate",
           ("popularity", "", "popularity model name"),
           ("chains", "", "chain rule: etree, interval or literal"),
-          ("server", "", "server number"),
-          ("region", "", "the server's region (site)"),
+          ("server", "", "server number, from 1 as in the TNO paper"),
+          ("region", "", "the server's region (site), from 1"),
           ("inter_server_bytes", "bytes", "bytes the server forwarded to other servers"),
           ("handled_bytes", "bytes", "bytes of all timestamp requests the server received"),
           ("outgoing_percent", "%", "inter_server_bytes / handled_bytes x 100"),
@@ -332,12 +332,26 @@ TNO_SEQUENCER = {t.name: t for t in (
           ("throughput_per_s", "1/s", "completions per second over the second half of the run"),
           ("inter_server_bytes", "bytes", "bytes sent between servers, all servers"),
           ("capacity_per_s", "1/s",
-           "predicted capacity: 1 / (service time x most stages per event at one TM)"),
+           "predicted saturation rate: the busiest TM's or server's cores' limit (see capacity.csv)"),
           ("mean_tms_visited", "", "expected TMs an event's chain visits"),
           ("mean_timestamp_stages", "", "expected stages per event that read or write the timestamp"),
           ("mean_servers_visited", "", "expected distinct servers an event's chain visits"),
           ("mean_timestamp_entries", "", "expected timestamp entries per event (|SG_T|)"),
           ("remote_subscription_share", "share", "share of subscriptions to a topic whose TM is elsewhere")),
+    table("capacity", "one row per (popularity model, chain rule): the predicted saturation rate and the "
+          "simulated peak",
+          ("popularity", "", "popularity model name"),
+          ("chains", "", "chain rule: etree, interval or literal"),
+          ("topics_per_client", "", "distinct topics each client subscribes to (the rate sweep's)"),
+          ("service_ms", "ms", "core time of one timestamp stage"),
+          ("message_ms", "ms", "core time of one network message a server receives or sends"),
+          ("server_cores", "", "cores of each server"),
+          ("predicted_per_s", "1/s", "event rate at which the busiest TM or server saturates, from the "
+                                     "chains' expected work"),
+          ("bottleneck", "", "what saturates first: a server's cores, or one TM"),
+          ("saturated_from_rate_per_s", "1/s", "the lowest offered rate of the sweep whose throughput fell "
+                                               "below 90% of it (empty: none did)"),
+          ("simulated_peak_per_s", "1/s", "the highest throughput the rate sweep simulated")),
 )}
 
 TNO_ORDERING = {t.name: t for t in (

@@ -40,7 +40,7 @@ from scribe_spark.tno import replay as rp
 from scribe_spark.tno.check import CheckResult, check_tno, notifications_frame
 from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
-from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.sequencer import Sequencer, precedence_rank
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement
 from scribe_spark.tno.spark_ens import SparkENS
 from scribe_spark.workloads.network import make_ring, shared_network
@@ -166,7 +166,7 @@ def simulate(p: TnoOrderingParams, run: Run) -> Outcome:
     sg = groups.local_groups(w.everyone, causal=p.causal)
     for t in range(p.topics):
         sg.setdefault(t, {t})
-    rank = {t: t for t in range(p.topics)}   # precedence: topic rank (= popularity order)
+    rank = precedence_rank(p.topics, "topic_id")   # the paper's: topic 1 (the most popular) first
     on_spark = rtt = None
     if p.engine == "spark":
         on_spark = _on_spark(spark, p, w, ens, edges, edge_delay, roots, loss_key)

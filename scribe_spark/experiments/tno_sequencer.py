@@ -37,7 +37,7 @@ from scribe_spark.spark.arrow import local_frame
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import stream
 from scribe_spark.tno import groups
-from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank
+from scribe_spark.tno.sequencer import Sequencer, chain_profile, precedence_rank, saturation
 from scribe_spark.tno.simulation import Placement, Simulation, contiguous_placement, site_placement
 from scribe_spark.workloads.popularity import draw_subscriptions, site_popularity
 
@@ -87,7 +87,7 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
 
 
 def simulate_point(s: Setup, rank: dict, chains: str, rate: float, duration_s: float, service_ms: float,
-                   rng: np.random.Generator) -> Simulation:
+                   rng: np.random.Generator, message_ms: float = 0.0, cores: int | None = None) -> Simulation:
     """Run one point: rate x duration_s timestamp requests; return the finished simulation."""
     n = max(1, int(round(rate * duration_s)))
     at = np.sort(rng.uniform(0.0, 1000.0 * duration_s, n))
@@ -97,7 +97,8 @@ def simulate_point(s: Setup, rank: dict, chains: str, rate: float, duration_s: f
     for x, probs in enumerate(s.site_probs):
         pick = site == x
         what[pick] = rng.choice(len(probs), int(pick.sum()), p=probs)
-    sim = Simulation(Sequencer(s.groups, rank, chains=chains), s.place, {}, None, rng, service_ms=service_ms)
+    sim = Simulation(Sequencer(s.groups, rank, chains=chains), s.place, {}, None, rng, service_ms=service_ms,
+                     message_ms=message_ms, cores=cores)
     for t, c, topic in zip(at, who, what):
         sim.at(float(t), sim.publish, int(c), int(topic))
     sim.run()
@@ -132,8 +133,8 @@ def _bandwidth(p: TnoSequencerParams, model: str, chains: str, s: Setup, sim: di
     for server in range(p.servers):
         out, handled = sim["bytes_out"].get(server, 0), sim["bytes_in"].get(server, 0)
         work = sum(v for tm, v in sim["tm_work"].items() if s.place.server_of[tm] == server)
-        rows.append({"popularity": model, "chains": chains, "server": server,
-                     "region": s.place.server_region[server],
+        rows.append({"popularity": model, "chains": chains, "server": server + 1,   # numbered from 1
+                     "region": s.place.server_region[server] + 1,
                      "inter_server_bytes": out, "handled_bytes": handled,
                      "outgoing_percent": 100.0 * out / handled if handled else 0.0,
                      "bandwidth_share": out / total, "timestamp_stage_share": work / max(1, stages)})
@@ -144,7 +145,7 @@ def simulate(p: TnoSequencerParams, run: Run) -> Outcome:
     """The three sweeps (rate, service time, subscriptions) for every popularity model and chain rule."""
     spark = spark_session(run.name)
     rank = precedence_rank(p.topics, p.precedence)
-    rows, bandwidth, latencies = [], [], {}
+    rows, bandwidth, latencies, capacity = [], [], {}, []
     points = [("rate", p.topics_per_client, r, p.service_ms) for r in p.rates]
     points += [("service", p.topics_per_client, max(p.rates), s) for s in p.service_sweep_ms]
     points += [("subscriptions", k, p.subscription_rate, p.service_ms) for k in p.subscription_sweep]
@@ -158,6 +159,8 @@ def simulate(p: TnoSequencerParams, run: Run) -> Outcome:
                 s = _setup_of(setups, spark, p, run, model, k, rank)
                 if k not in profiles:
                     profiles[k] = _profile(run, s, rank, model, k, chains)
+                    if k == p.topics_per_client:
+                        capacity.append(_predicted(p, model, chains, profiles[k]))
                 row, sim = _point(p, run, s, rank, model, chains, k, rate, service, profiles[k])
                 rows.append({"sweep": sweep, **row})
                 if sweep == "rate":
@@ -167,7 +170,33 @@ def simulate(p: TnoSequencerParams, run: Run) -> Outcome:
     table = pd.DataFrame(rows)
     table = table[["popularity", "chains", "sweep"] + [c for c in table.columns
                                                        if c not in ("popularity", "chains", "sweep")]]
-    return Outcome({"sequencer": table, "bandwidth": pd.DataFrame(bandwidth)}, {"latencies": latencies})
+    tables = {"sequencer": table, "bandwidth": pd.DataFrame(bandwidth),
+              "capacity": _capacity_table(pd.DataFrame(capacity), table)}
+    return Outcome(tables, {"latencies": latencies})
+
+
+def _predicted(p: TnoSequencerParams, model: str, chains: str, profiled: tuple[dict, dict]) -> dict:
+    """The saturation rate the chains and the costs predict for the rate sweep's setup."""
+    rate, where = saturation(profiled[1], p.service_ms, p.message_ms, p.server_cores)
+    return {"popularity": model, "chains": chains, "topics_per_client": p.topics_per_client,
+            "service_ms": p.service_ms, "message_ms": p.message_ms, "server_cores": p.server_cores,
+            "predicted_per_s": rate, "bottleneck": where}
+
+
+SATURATED = 0.9    # a point whose throughput falls below this share of the offered rate is saturated (the
+                   # share completed in a short run varies by a few per cent below saturation)
+
+
+def _capacity_table(predicted: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Beside each predicted saturation rate, where the rate sweep saw throughput fall behind the offered
+    rate, and the highest throughput it simulated."""
+    rows = []
+    for (model, chains), t in table[table.sweep == "rate"].groupby(["popularity", "chains"], sort=False):
+        behind = t[t.throughput_per_s < SATURATED * t.rate_per_s]
+        rows.append({"popularity": model, "chains": chains,
+                     "saturated_from_rate_per_s": behind.rate_per_s.min() if len(behind) else float("nan"),
+                     "simulated_peak_per_s": t.throughput_per_s.max()})
+    return predicted.merge(pd.DataFrame(rows), on=["popularity", "chains"], how="left")
 
 
 def _setup_of(setups: dict, spark, p: TnoSequencerParams, run: Run, model: str, k: int, rank: dict) -> Setup:
@@ -181,28 +210,29 @@ def _setup_of(setups: dict, spark, p: TnoSequencerParams, run: Run, model: str, 
     return setups[k]
 
 
-def _profile(run: Run, s: Setup, rank: dict, model: str, k: int, chains: str) -> tuple[dict, np.ndarray]:
-    """What the chains predict per event (TMs, stages, servers, entries) and each TM's expected visits."""
+def _profile(run: Run, s: Setup, rank: dict, model: str, k: int, chains: str) -> tuple[dict, dict]:
+    """What the chains predict per event (TMs, stages, servers, entries), and each TM's and each
+    server's expected work per event."""
     profile = chain_profile(Sequencer(s.groups, rank, chains=chains), s.place.server_of, s.event_probs)
-    visits = profile.pop("tm_visits")
+    loads = {k: profile.pop(k) for k in ("tm_visits", "tm_messages", "server_stages", "server_messages")}
     run.log(f"{model}, {k} topics/client, {chains} chains: an event visits "
             f"{profile['mean_tms_visited']:.1f} TMs ({profile['mean_timestamp_stages']:.1f} "
             f"timestamp stages) on {profile['mean_servers_visited']:.2f} servers, timestamps "
             f"of {profile['mean_timestamp_entries']:.1f} entries")
-    return profile, visits
+    return profile, loads
 
 
 def _point(p: TnoSequencerParams, run: Run, s: Setup, rank: dict, model: str, chains: str, k: int,
-           rate: float, service: float, profiled: tuple[dict, np.ndarray]) -> tuple[dict, dict]:
+           rate: float, service: float, profiled: tuple[dict, dict]) -> tuple[dict, dict]:
     """Simulate one point (or take it from an interrupted run); its table row and what the plots need."""
-    profile, visits = profiled
+    profile, loads = profiled
     t0 = time.time()
     draws = stream(p.seed, None, model_index(model), k, int(rate), int(service * 1e6))
     # sweeps that share a point (same k, rate, service) simulate it once
     sim = run.point(f"{model} {chains} k={k} rate={rate:g} service={service:g}",
-                    lambda: _outcome(simulate_point(s, rank, chains, rate, p.duration_s, service, draws),
-                                     p.duration_s))
-    capacity = 1000.0 / (service * visits.max()) if service > 0 else float("inf")
+                    lambda: _outcome(simulate_point(s, rank, chains, rate, p.duration_s, service, draws,
+                                                    p.message_ms, p.server_cores), p.duration_s))
+    capacity, _ = saturation(loads, service, p.message_ms, p.server_cores)
     row = {"popularity": model, "chains": chains, "topics_per_client": k,
            "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
            **sim["measured"], "capacity_per_s": capacity, **profile,
@@ -276,7 +306,8 @@ def _plots(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, latenci
         with plots.figure(run.path(f"{png}.png"), title, "server", ylabel) as ax:
             for i, (label, t) in enumerate(variants):
                 ax.bar(t.server + i * width, t[column], width=width, label=label)
-            ax.set_xticks(np.arange(p.servers) + 0.4 - width / 2, [str(s) for s in range(p.servers)])
+            numbers = np.arange(1, p.servers + 1)
+            ax.set_xticks(numbers + 0.4 - width / 2, [str(s) for s in numbers])
     subs = table[table.sweep == "subscriptions"]
     for what, column, label in (("latency", "mean_latency_ms", "mean latency (ms)"),
                                 ("throughput", "throughput_per_s", "timestamps/s")):

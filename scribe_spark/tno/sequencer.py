@@ -183,24 +183,54 @@ PRECEDENCE = ("topic_id", "reverse_topic_id", "popular_first", "popular_last")
 
 
 def precedence_rank(n_topics: int, order: str) -> dict[int, int]:
-    """Return each topic's precedence rank: by topic id, or by reverse id. Where topic ids are
-    global popularity ranks (0 = most popular), popular_first is by id and popular_last reverse."""
+    """Return each topic's precedence rank, the highest first in precedence, as the TNO paper orders
+    topics: T1 -> T2 -> ... means T1 ranks highest, and a chain climbs towards the highest-ranked
+    topic of the group. `topic_id`: topic 1 (id 0 here) ranks highest, so chains move towards lower
+    ids and end at the group's lowest id (the paper's Fig. 4: TM_T2 -> TM_T1); `reverse_topic_id` the
+    opposite. Where topic ids are global popularity ranks (0 = most popular), `popular_first` (the
+    most popular topic first in precedence) is `topic_id` and `popular_last` the reverse."""
     if order in ("topic_id", "popular_first"):
-        return {t: t for t in range(n_topics)}
-    return {t: n_topics - 1 - t for t in range(n_topics)}
+        return {t: n_topics - 1 - t for t in range(n_topics)}
+    return {t: t for t in range(n_topics)}
 
 
 def chain_profile(seq: Sequencer, server_of: dict, probs: np.ndarray) -> dict:
-    """Return the expected chain shape of one event and each TM's expected timestamp stages per event."""
+    """Return the expected chain shape of one event, each TM's expected timestamp stages and network
+    messages (in and out) per event (`tm_visits`, `tm_messages`), and each server's
+    (`server_stages`, `server_messages`)."""
     visits = np.zeros(len(probs))
+    tm_messages = np.zeros(len(probs))
+    stages_at = np.zeros(max(server_of.values()) + 1)
+    messages_at = np.zeros_like(stages_at)
     tms = work = servers = entries = 0.0
     for topic, p in enumerate(probs):
         chain = seq.chain(topic)
         w = [x for i, x in enumerate(chain) if seq.is_work(chain, i, {topic}, False)]
         visits[w] += p
+        np.add.at(stages_at, [server_of[x] for x in w], p)
+        where = [server_of[x] for x in chain]
+        for i, s in enumerate(where):
+            crossing = p * ((i == 0 or where[i - 1] != s) + (i + 1 == len(where) or where[i + 1] != s))
+            messages_at[s] += crossing
+            tm_messages[chain[i]] += crossing
         tms += p * len(chain)
         work += p * len(w)
-        servers += p * len({server_of[x] for x in chain})
+        servers += p * len(set(where))
         entries += p * len(seq.groups[topic])
     return {"mean_tms_visited": tms, "mean_timestamp_stages": work, "mean_servers_visited": servers,
-            "mean_timestamp_entries": entries, "tm_visits": visits}
+            "mean_timestamp_entries": entries, "tm_visits": visits, "tm_messages": tm_messages,
+            "server_stages": stages_at, "server_messages": messages_at}
+
+
+def saturation(profile: dict, service_ms: float, message_ms: float, cores: int) -> tuple[float, str]:
+    """The event rate (per s) at which the sequencer saturates, from a `chain_profile` and the costs,
+    and what saturates first: a TM (it serves one message at a time) or a server's cores."""
+    tm_load = service_ms * profile["tm_visits"] + message_ms * profile["tm_messages"]
+    server_load = (service_ms * profile["server_stages"] + message_ms * profile["server_messages"]) / cores
+    tm, server = int(np.argmax(tm_load)), int(np.argmax(server_load))
+    worst = max(tm_load[tm], server_load[server])
+    if worst <= 0:
+        return float("inf"), "none (no cost)"
+    if tm_load[tm] >= server_load[server]:
+        return 1000.0 / tm_load[tm], f"TM of topic {tm + 1}"
+    return 1000.0 / server_load[server], f"server {server + 1}"

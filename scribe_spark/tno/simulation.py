@@ -2,7 +2,11 @@
 
 Time is in milliseconds. Sequencer messages travel between clients and servers over
 "short" (same region, 10 ± 2 ms) or "long" (other region, 100 ± 10 ms) links, FIFO per
-link; each TM serves one message at a time (`service_ms`). The ENS is a function giving,
+link. Servers are finite: the TMs of a server share its `cores` cores; a stage that reads or
+writes the timestamp costs `service_ms` on one core and every message the server receives from
+or sends to the network `message_ms`; work waits in a FIFO queue per server, and each TM
+serves one message at a time (so a TM's stages keep their order). `cores=None` and
+`message_ms=0` leave each TM its own queue, servers without limits. The ENS is a function giving,
 for an event published by a client on a topic, each receiving subscriber's delay. ENS losses
 are drawn by key (event, topic, subscriber), not from the run's stream, so the sequencer's
 random draws do not depend on the ENS and a run can be split: the sequencer here, the ENS and
@@ -14,6 +18,7 @@ FIFO links suffice.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -163,9 +168,16 @@ class Simulation:
 
     def __init__(self, seq: Sequencer, placement: Placement, subscribers: dict[int, Subscriber],
                  ens: Callable | None, rng: np.random.Generator, service_ms: float = 0.0, loss: float = 0.0,
-                 recovery: Recovery | None = None, loss_key: int = 0):
+                 recovery: Recovery | None = None, loss_key: int = 0, message_ms: float = 0.0,
+                 cores: int | None = None):
         self.seq, self.place, self.subs, self.ens, self.rng = seq, placement, subscribers, ens, rng
         self.service_ms, self.loss, self.recovery, self.loss_key = service_ms, loss, recovery, loss_key
+        self.message_ms, self.cores = message_ms, cores
+        self.idle_cores: dict[int, int] = {}          # server -> cores not serving a stage now
+        self.waiting: dict[int, deque] = {}           # TM -> its stages waiting, in arrival order
+        self.runnable: dict[int, list] = {}           # server -> heap of (first waiting stage's order, TM)
+        self.busy_tm: set = set()                     # TMs serving a stage now
+        self.server_busy: dict[int, float] = {}       # server -> core time it spent (ms)
         self.released: list = []    # (time, client, topics, event): what goes on the ENS, in order
         self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
         self.asking: dict = {}      # subscriber -> its gap recovery (Asking)
@@ -265,17 +277,18 @@ class Simulation:
         self._walk(t, chain, i, ts, meta, staged=True)
 
     def _walk(self, t: float, chain: Sequence[int], i: int, ts: dict, meta: dict, staged: bool) -> None:
-        """Move a request along its chain. Each TM serves one message at a time: `service_ms`
-        at stages that read or write the timestamp, none at relays (which still wait their
-        turn, keeping FIFO order). Steps due now run in this loop instead of the event heap
-        when nothing else is due first (same order as the heap, far fewer heap operations)."""
+        """Move a request along its chain, each stage served as `_serve` says. Steps due now run in
+        this loop instead of the event heap when nothing else is due first (same order as the heap,
+        far fewer heap operations)."""
         plan = meta["plan"]       # (is_work, action) per stage
         while True:
             tm = chain[i]
             work, action = plan[i]
+            if not staged and self.cores is not None:
+                self._enqueue(t, chain, i, ts, meta)    # the server runs it when a core and the TM are free
+                return
             if not staged:
-                done = max(t, self.tm_free.get(tm, 0.0)) + (self.service_ms if work else 0.0)
-                self.tm_free[tm] = done
+                done = self._serve(t, chain, i, work)
                 self.tm_work[tm] = self.tm_work.get(tm, 0) + work
                 if done > t or not self._idle_at(t):
                     self.at(done, self._tm_process, chain, i, ts, meta)
@@ -291,6 +304,63 @@ class Simulation:
             if arrive > t or not self._idle_at(t):
                 self.at(arrive, self._tm_arrive, chain, i, ts, meta)
                 return
+
+    def _cost(self, chain: Sequence[int], i: int, work: bool) -> float:
+        """Core time of stage i of a chain: `service_ms` if it reads or writes the timestamp (relays
+        cost nothing) and `message_ms` per message it takes from or puts on the network."""
+        cost = self.service_ms if work else 0.0
+        if self.message_ms:
+            server = self.place.server_of[chain[i]]
+            came = i == 0 or self.place.server_of[chain[i - 1]] != server
+            goes = i + 1 == len(chain) or self.place.server_of[chain[i + 1]] != server
+            cost += self.message_ms * (came + goes)
+        return cost
+
+    def _serve(self, t: float, chain: Sequence[int], i: int, work: bool) -> float:
+        """When stage i of a chain, arriving at t, is done on a server without limits: each TM serves
+        one message at a time."""
+        tm = chain[i]
+        done = max(t, self.tm_free.get(tm, 0.0)) + self._cost(chain, i, work)
+        self.tm_free[tm] = done
+        return done
+
+    def _enqueue(self, t: float, chain: Sequence[int], i: int, ts: dict, meta: dict) -> None:
+        """A stage arrives at its TM's server: it waits behind its TM's earlier stages."""
+        tm = chain[i]
+        self.n += 1
+        line = self.waiting.setdefault(tm, deque())
+        line.append((self.n, chain, i, ts, meta))
+        if len(line) == 1 and tm not in self.busy_tm:
+            heapq.heappush(self.runnable.setdefault(self.place.server_of[tm], []), (self.n, tm))
+        self._dispatch(t, self.place.server_of[tm])
+
+    def _dispatch(self, t: float, server: int) -> None:
+        """Give the server's idle cores to the waiting stages, first come first served among TMs that
+        are not serving one already (a TM's stages keep their order; other TMs do not wait on it)."""
+        idle = self.idle_cores.get(server, self.cores)
+        ready = self.runnable.get(server, [])
+        while idle and ready:
+            _, tm = heapq.heappop(ready)
+            _, chain, i, ts, meta = self.waiting[tm].popleft()
+            work = meta["plan"][i][0]
+            cost = self._cost(chain, i, work)
+            self.busy_tm.add(tm)
+            idle -= 1
+            self.tm_work[tm] = self.tm_work.get(tm, 0) + work
+            self.server_busy[server] = self.server_busy.get(server, 0.0) + cost
+            self.tm_free[tm] = t + cost
+            self.at(t + cost, self._served, server, chain, i, ts, meta)
+        self.idle_cores[server] = idle
+
+    def _served(self, t: float, server: int, chain: Sequence[int], i: int, ts: dict, meta: dict) -> None:
+        """A stage is done: free its core and TM, apply it and send the request on, serve the next."""
+        tm = chain[i]
+        self.idle_cores[server] += 1
+        self.busy_tm.discard(tm)
+        if self.waiting[tm]:
+            heapq.heappush(self.runnable[server], (self.waiting[tm][0][0], tm))
+        self._walk(t, chain, i, ts, meta, staged=True)
+        self._dispatch(t, server)
 
     def _returned(self, t: float, ts: dict, meta: dict) -> None:
         self.stats.latency.append(t - meta["start"])
