@@ -199,3 +199,32 @@ def test_a_subscription_change_keeps_every_event_of_the_topics_held_all_along(se
         want = {ev.eid for _, _, topics, ev in sim.released if not ev.dummy and topics[0] in first[s.sid]}
         got = {e for e, *_ in s.log}
         assert want <= got, (s.sid, len(want - got))
+
+
+def test_the_causal_check_counts_what_a_direct_reading_finds():
+    from scribe_spark.reference.causal_order import causal_violations
+    # client 0 is notified of event 1 at 5.0, then publishes event 2 at 6.0: 1 must come before 2
+    published = {1: (3, 0.0), 2: (0, 6.0), 3: (0, 1.0)}
+    logs = {0: [(1, 5.0)], 1: [(2, 9.0), (1, 10.0)], 2: [(1, 7.0), (2, 8.0)], 4: [(-1, 2.0), (2, 3.0)]}
+    assert causal_violations(logs, published) == 1                 # subscriber 1 saw 2 before 1
+    logs[0] = [(1, 7.0)]                                          # notified only after publishing 2
+    assert causal_violations(logs, published) == 0
+
+
+def _causal_violations(seed: int, causal: bool) -> int:
+    from scribe_spark.reference.causal_order import causal_violations
+    res, _, sim = tno_scenario(seed, causal_groups=causal)
+    assert res.ok
+    return causal_violations({c: [(e[0], e[1]) for e in s.log] for c, s in sim.subs.items()}, sim.published)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_causal_variant_keeps_causal_order(seed):
+    """With groups from one shared subscription, no subscriber sees an event before one its publisher
+    had been notified of."""
+    assert _causal_violations(seed, True) == 0
+
+
+def test_tno_groups_alone_do_not_keep_causal_order():
+    """The check is not vacuous: with TNO's groups (two shared subscriptions) the same runs break it."""
+    assert sum(_causal_violations(seed, False) for seed in range(3)) > 0

@@ -375,7 +375,10 @@ TNO_ORDERING = {t.name: t for t in (
           ("mean_timestamp_latency_ms", "ms", "mean time from timestamp request until the timestamp is back"),
           ("recovery_messages", "", "gap recovery requests, replies and 'not yet' answers"),
           ("recovered", "", "events subscribers got by asking (can exceed lost: late events too)"),
-          ("sequencer_resends", "", "sequencer messages lost and sent again")),
+          ("sequencer_resends", "", "sequencer messages lost and sent again"),
+          ("causal_violations", "", "notifications out of causal order: (subscriber, e, e') with e' "
+                                    "published after its client was notified of e, and e' notified first; "
+                                    "empty where too many to count")),
 )}
 
 OUTPUTS = {

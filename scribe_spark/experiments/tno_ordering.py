@@ -29,6 +29,7 @@ from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.experiments.run import Run
 from scribe_spark.laws import popularity
 from scribe_spark.pastry import overlay as ov
+from scribe_spark.reference.causal_order import causal_violations
 from scribe_spark.reference.pairwise_order import pairwise_check
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
@@ -79,6 +80,7 @@ class Notified:
     buffering: np.ndarray       # per notification, in subscriber then notification order (ms)
     recovery_messages: int = 0  # gap recovery's requests and replies
     recovered: int = 0          # events subscribers got by asking
+    causal_violations: int | None = None   # notifications out of causal order (None: too many to count)
 
 
 @dataclass
@@ -247,7 +249,7 @@ class _Scene:
         sim, carried = sequenced[(self.chains, changing, seq_loss)]
         moves = {c: (w.change_at[c], w.later[c]) for c in w.later} if changing else {}
         replayed = on_spark.replay(sim, carried, self.fresh(), moves, self.ticks, self.loss, recovery, rtt)
-        return sim, _notified_on_spark(replayed, p.clients)
+        return sim, _notified_on_spark(replayed, p.clients, sim)
 
     def row(self, out: Notified, sim: Simulation) -> dict:
         """The run's row of ordering.csv."""
@@ -261,7 +263,7 @@ class _Scene:
                 "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
                 "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency)),
                 "recovery_messages": out.recovery_messages, "recovered": out.recovered,
-                "sequencer_resends": sim.stats.resent}
+                "sequencer_resends": sim.stats.resent, "causal_violations": out.causal_violations}
 
     def log(self, run: Run, out: Notified, seconds: float) -> None:
         res = out.check
@@ -274,30 +276,35 @@ class _Scene:
 
 def _notified(spark, subscribers: dict[int, Subscriber], sim: Simulation) -> Notified:
     """What the process engine's subscribers were notified of, checked for TNO."""
+    logs = {c: [(e[0], e[1]) for e in s.log] for c, s in subscribers.items()}
     return Notified(check(spark, subscribers), int(sum(len(s.log) for s in subscribers.values())),
                     int(sum(e[2] for s in subscribers.values() for e in s.log)), sim.stats.lost,
                     np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]),
-                    sim.stats.recovery_messages, sim.stats.recovered)
+                    sim.stats.recovery_messages, sim.stats.recovered, causal_violations(logs, sim.published))
 
 
-def _notified_on_spark(replayed, clients: int) -> Notified:
+def _notified_on_spark(replayed, clients: int, sim: Simulation) -> Notified:
     """What the spark engine's subscribers were notified of, checked for TNO (pairwise where cheap)."""
     t0 = time.time()
     notes = replayed.notifications
     times = notes.orderBy("sub", "pos").select("sub", "event", TIME, "arrived", "out_of_order").toArrow()
     at, arrived = times.column(TIME).to_numpy(), times.column("arrived").to_numpy()
+    causal = None
     if pairwise_is_cheap(clients, len(at)):
         sub, event = times.column("sub").to_numpy(), times.column("event").to_numpy()
         ordered = {c: [] for c in range(clients)}
-        for c, e in zip(sub.tolist(), event.tolist()):
+        timed = {c: [] for c in range(clients)}
+        for c, e, t in zip(sub.tolist(), event.tolist(), at.tolist()):
             ordered[c].append(e)
+            timed[c].append((e, t))
         res = pairwise_check(ordered, replayed.waiting)
+        causal = causal_violations(timed, sim.published)
     else:
         res = check_tno(notes.select("sub", "event", F.col("pos").cast("int").alias("pos"), TIME), clients,
                         replayed.waiting)
     _log.info(f"{len(at)} notifications checked ({time.time() - t0:.1f}s)")
     out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
-                   replayed.lost, at - arrived, replayed.recovery_messages, replayed.recovered)
+                   replayed.lost, at - arrived, replayed.recovery_messages, replayed.recovered, causal)
     replayed.release()
     return out
 

@@ -179,6 +179,7 @@ class Simulation:
         self.busy_tm: set = set()                     # TMs serving a stage now
         self.server_busy: dict[int, float] = {}       # server -> core time it spent (ms)
         self.released: list = []    # (time, client, topics, event): what goes on the ENS, in order
+        self.published: dict = {}   # event id -> (publisher, when it asked for the timestamp)
         self.by_slot: dict = {}     # (topic, counter) -> the published event that took that slot
         self.asking: dict = {}      # subscriber -> its gap recovery (Asking)
         self.reach: dict = {}       # subscriber -> {event id: when the ENS brings it there (lost or not)}
@@ -239,6 +240,7 @@ class Simulation:
         eid = self.next_eid
         self.next_eid += 1
         self.requests += 1
+        self.published[eid] = (client, t)
         chain, plan = self.seq.event_plan(topic)
         meta = dict(eid=eid, client=client, topic=topic, start=t, kind="event", own=frozenset([topic]),
                     size=self._size({topic}), plan=plan)
