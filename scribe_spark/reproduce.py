@@ -301,6 +301,8 @@ def figure_section(fig: papers.Figure, root: Path, out: Path, pub: pd.DataFrame)
                  "no value of ours).", ""]
     if fig.notes:
         text += [fig.notes, ""]
+    if fig.inference is not None and len(pub):
+        text += [*fig.inference(folder, params, pub), ""]
     text += ["Metric names (for `--published`):", "", names, ""]
     return "\n".join(text), cmp.assign(figure=fig.name)
 

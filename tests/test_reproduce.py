@@ -202,3 +202,21 @@ def test_a_cdf_of_many_values_draws_few_steps_on_the_exact_curve():
     ranks = np.searchsorted(np.sort(v), many[0], side="right")      # exact ECDF at each drawn value
     assert np.array_equal(ranks / len(v), many[1]) and many[1][-1] == 1.0
     assert np.array_equal(few[1], np.arange(1, 51) / 50)
+
+
+def test_a_published_peak_gives_the_service_time_it_implies_as_an_inference(tmp_path):
+    from scribe_spark.experiments.outputs import OUTPUTS
+    run = tmp_path / "tno_sequencer"
+    run.mkdir()
+    row = {"popularity": "geographic", "chains": "literal", "topics_per_client": 10, "service_ms": 0.05,
+           "message_ms": 0.01, "server_cores": 4, "predicted_per_s": 20000.0, "bottleneck": "server 1",
+           "bottleneck_stages_per_event": 1.0, "bottleneck_messages_per_event": 0.5,
+           "saturated_from_rate_per_s": float("nan"), "simulated_peak_per_s": 19000.0}
+    table = OUTPUTS["tno_sequencer"]["capacity"]
+    pd.DataFrame([row])[table.names].to_csv(run / table.file, index=False)
+    pub = pd.DataFrame({"metric": ["peak_per_s"], "variant": ["geographic/literal"], "x": [""],
+                        "value": [8000.0], "source": ["paper A"]})
+    (line,) = papers.BY_NAME["tno_throughput_vs_rate"].inference(run, {}, pub)
+    # (1000 / 8,000 - 0.01 ms x 0.5 messages) / 1 stage per event and core = 0.12 ms
+    assert line.startswith("- Inferred, not measured: the published peak of 8000/s for `geographic/literal`")
+    assert "implies a service time of 0.12 ms per timestamp stage" in line and "this run used 0.05 ms" in line

@@ -73,8 +73,9 @@ def test_a_server_saturates_at_its_cores_or_its_busiest_topic_manager(cores, tms
     assert _throughput(sim) == pytest.approx(capacity, rel=0.03)
     probs = np.bincount(np.arange(tms), minlength=4) / tms
     profile = chain_profile(Sequencer(groups, {t: t for t in groups}), {t: 0 for t in groups}, probs)
-    predicted, where = saturation(profile, 1.0, 0.0, cores)
-    assert predicted == pytest.approx(capacity) and where == ("server 1" if tms > cores else "TM of topic 1")
+    sat = saturation(profile, 1.0, 0.0, cores)
+    assert sat.rate_per_s == pytest.approx(capacity)
+    assert sat.bottleneck == ("server 1" if tms > cores else "TM of topic 1")
     below = _offered(groups, list(range(tms)), capacity / 2, cores, service=1.0)
     assert _throughput(below) == pytest.approx(capacity / 2, rel=0.1)   # below capacity: what is offered
 

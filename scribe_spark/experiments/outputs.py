@@ -349,6 +349,10 @@ TNO_SEQUENCER = {t.name: t for t in (
           ("predicted_per_s", "1/s", "event rate at which the busiest TM or server saturates, from the "
                                      "chains' expected work"),
           ("bottleneck", "", "what saturates first: a server's cores, or one TM"),
+          ("bottleneck_stages_per_event", "", "the bottleneck's expected timestamp stages per event (a "
+                                              "server's per core)"),
+          ("bottleneck_messages_per_event", "", "the bottleneck's expected network messages per event (a "
+                                                "server's per core)"),
           ("saturated_from_rate_per_s", "1/s", "the lowest offered rate of the sweep whose throughput fell "
                                                "below 90% of it (empty: none did)"),
           ("simulated_peak_per_s", "1/s", "the highest throughput the rate sweep simulated")),

@@ -177,10 +177,11 @@ def simulate(p: TnoSequencerParams, run: Run) -> Outcome:
 
 def _predicted(p: TnoSequencerParams, model: str, chains: str, profiled: tuple[dict, dict]) -> dict:
     """The saturation rate the chains and the costs predict for the rate sweep's setup."""
-    rate, where = saturation(profiled[1], p.service_ms, p.message_ms, p.server_cores)
+    sat = saturation(profiled[1], p.service_ms, p.message_ms, p.server_cores)
     return {"popularity": model, "chains": chains, "topics_per_client": p.topics_per_client,
             "service_ms": p.service_ms, "message_ms": p.message_ms, "server_cores": p.server_cores,
-            "predicted_per_s": rate, "bottleneck": where}
+            "predicted_per_s": sat.rate_per_s, "bottleneck": sat.bottleneck,
+            "bottleneck_stages_per_event": sat.stages, "bottleneck_messages_per_event": sat.messages}
 
 
 SATURATED = 0.9    # a point whose throughput falls below this share of the offered rate is saturated (the
@@ -232,7 +233,7 @@ def _point(p: TnoSequencerParams, run: Run, s: Setup, rank: dict, model: str, ch
     sim = run.point(f"{model} {chains} k={k} rate={rate:g} service={service:g}",
                     lambda: _outcome(simulate_point(s, rank, chains, rate, p.duration_s, service, draws,
                                                     p.message_ms, p.server_cores), p.duration_s))
-    capacity, _ = saturation(loads, service, p.message_ms, p.server_cores)
+    capacity = saturation(loads, service, p.message_ms, p.server_cores).rate_per_s
     row = {"popularity": model, "chains": chains, "topics_per_client": k,
            "subscriptions": s.subscriptions, "rate_per_s": rate, "service_ms": service,
            **sim["measured"], "capacity_per_s": capacity, **profile,

@@ -222,15 +222,27 @@ def chain_profile(seq: Sequencer, server_of: dict, probs: np.ndarray) -> dict:
             "server_stages": stages_at, "server_messages": messages_at}
 
 
-def saturation(profile: dict, service_ms: float, message_ms: float, cores: int) -> tuple[float, str]:
-    """The event rate (per s) at which the sequencer saturates, from a `chain_profile` and the costs,
-    and what saturates first: a TM (it serves one message at a time) or a server's cores."""
+@dataclass(frozen=True)
+class Saturation:
+    """Where the sequencer saturates: the event rate, what saturates first (a TM, which serves one
+    message at a time, or a server's cores), and that resource's expected stages and network messages
+    per event (a server's per core), whose costs make its load."""
+
+    rate_per_s: float
+    bottleneck: str
+    stages: float
+    messages: float
+
+
+def saturation(profile: dict, service_ms: float, message_ms: float, cores: int) -> Saturation:
+    """The event rate (per s) at which the sequencer saturates, from a `chain_profile` and the costs."""
     tm_load = service_ms * profile["tm_visits"] + message_ms * profile["tm_messages"]
     server_load = (service_ms * profile["server_stages"] + message_ms * profile["server_messages"]) / cores
     tm, server = int(np.argmax(tm_load)), int(np.argmax(server_load))
-    worst = max(tm_load[tm], server_load[server])
-    if worst <= 0:
-        return float("inf"), "none (no cost)"
+    if max(tm_load[tm], server_load[server]) <= 0:
+        return Saturation(float("inf"), "none (no cost)", 0.0, 0.0)
     if tm_load[tm] >= server_load[server]:
-        return 1000.0 / tm_load[tm], f"TM of topic {tm + 1}"
-    return 1000.0 / server_load[server], f"server {server + 1}"
+        return Saturation(1000.0 / tm_load[tm], f"TM of topic {tm + 1}", profile["tm_visits"][tm],
+                          profile["tm_messages"][tm])
+    return Saturation(1000.0 / server_load[server], f"server {server + 1}",
+                      profile["server_stages"][server] / cores, profile["server_messages"][server] / cores)
