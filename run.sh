@@ -110,8 +110,8 @@ submit() {  # submit DEBUG MASTER SCRIPT [ARGS...]
   SCRIBE_RUN_DIR="$dir" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
     --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
     --conf spark.ui.showConsoleProgress=false \
-    --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-8}" \
-    --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties" \
+    --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-${SHUFFLE_DEFAULT:-8}}" \
+    --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties ${JAVA_QUICK:-}" \
     "$@" 2>"$dir/stderr" &
   local job=$!
   forward() {
@@ -257,7 +257,10 @@ quick_tour() {
   local start=$SECONDS rc=0
   # every job's parameters checked first, then all jobs in one Spark session (scribe_spark/cli/tour.py)
   "$VENV/bin/python" -m scribe_spark.cli.tour check "$out" "$title" || exit $?
-  submit 0 "local[*]" jobs/tour.py "$out" "$title" || exit $?
+  # the tour's jobs are small: Spark planning and the JVM's start-up compilation dominate them, so the
+  # JVM compiles quickly only and shuffles go to 2 partitions (the tables do not depend on either)
+  SHUFFLE_DEFAULT=2 JAVA_QUICK="-XX:TieredStopAtLevel=1" submit 0 "local[*]" jobs/tour.py "$out" "$title" \
+    || exit $?
   echo
   echo "Quick tour finished in $((SECONDS - start))s. Outputs under $out:"
   find "$out" -maxdepth 2 \( -name '*.png' -o -name '*.csv' -o -name 'summary.md' \) | sort | sed 's/^/  /'
