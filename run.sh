@@ -101,21 +101,18 @@ submit() {  # submit DEBUG MASTER SCRIPT [ARGS...]
     *)  # executors may be on other machines: ship the library with the job
         extra+=(--py-files "$(package_library)" --executor-memory "${SCRIBE_EXECUTOR_MEMORY:-3g}") ;;
   esac
-  local dir; dir=$(mktemp -d "${TMPDIR:-/tmp}/scribe-run.XXXXXX")
+  # the job's pid and its last line come back through this folder: beside the outputs' disk, not in
+  # /tmp, which may be the very disk (Spark's local folder) whose filling the line reports
+  mkdir -p "$ROOT/data/run"
+  local dir; dir=$(mktemp -d "$ROOT/data/run/scribe-run.XXXXXX")
   mkfifo "$dir/stderr"
   if [ "$debug" = 1 ]; then (trap '' INT; exec cat <"$dir/stderr" >&2) &
   else (trap '' INT; exec grep --line-buffered -E '^[A-Za-z_.]+: (error|warning): ' <"$dir/stderr" >&2) &
   fi
-  local filter=$! signals=0 signal=""
-  SCRIBE_RUN_DIR="$dir" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
-    --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
-    --conf spark.ui.showConsoleProgress=false \
-    --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-${SHUFFLE_DEFAULT:-8}}" \
-    --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties ${JAVA_QUICK:-}" \
-    "$@" 2>"$dir/stderr" &
-  local job=$!
+  local filter=$! signals=0 signal="" job=""
   forward() {
     signal="$1"; signals=$((signals + 1))
+    [ -n "$job" ] || return 0    # not started yet: it is not started at all (below)
     local driver=""; [ -s "$dir/driver.pid" ] && driver=$(cat "$dir/driver.pid")
     if [ $signals -gt 1 ]; then kill -KILL "$job" $driver 2>/dev/null || true
     elif [ -n "$driver" ]; then kill "-$signal" "$driver" 2>/dev/null || true
@@ -123,29 +120,42 @@ submit() {  # submit DEBUG MASTER SCRIPT [ARGS...]
   }
   trap 'forward INT' INT
   trap 'forward TERM' TERM
-  local rc
-  while :; do
-    rc=0; wait "$job" || rc=$?
-    kill -0 "$job" 2>/dev/null || break   # a signal ended the wait, not the job
-  done
+  local rc=0
+  if [ -z "$signal" ]; then
+    SCRIBE_RUN_DIR="$dir" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
+      --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
+      --conf spark.ui.showConsoleProgress=false \
+      --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-${SHUFFLE_DEFAULT:-8}}" \
+      --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/conf/spark/log4j2.properties ${JAVA_QUICK:-}" \
+      "$@" 2>"$dir/stderr" &
+    job=$!
+    while kill -0 "$job" 2>/dev/null; do
+      wait "$job" 2>/dev/null || true    # returns early when a signal comes: forward() has run
+    done
+    wait "$job" || rc=$?                 # the job's own status, whatever ended the waits above
+  else
+    : >"$dir/stderr" &                   # nothing started: let the filter see the end of its input
+  fi
   wait "$filter" 2>/dev/null || true
   trap - INT TERM
+  local how=SIGTERM; [ "$signal" = INT ] && how=Ctrl-C
   if [ -s "$dir/status" ]; then
     rc=$(head -n 1 "$dir/status")
     tail -n +2 "$dir/status" >&2   # the job's line: how it ended and what to do
+  elif [ -n "$signal" ] && { [ -z "$job" ] || [ ! -s "$dir/driver.pid" ]; }; then
+    echo "run.sh: stopped by $how before the run started; nothing was written" >&2
+    rc=$((128 + $(kill -l "$signal")))
+  elif [ -n "$signal" ]; then
+    echo "run.sh: stopped by $how$([ $signals -gt 1 ] && echo ", then killed at once"); if its first" \
+         "progress line named a --resume command, that continues it" >&2
+    rc=$((128 + $(kill -l "$signal")))
+  elif [ $rc -eq 137 ]; then
+    echo "run.sh: the job was killed (SIGKILL), most often by the system for lack of memory; the" \
+         "--resume command its first line named continues it" >&2
+    rc=3
   elif [ $rc -ne 0 ]; then
-    if [ -n "$signal" ]; then
-      local how=SIGTERM; [ "$signal" = INT ] && how=Ctrl-C
-      echo "run.sh: stopped by $how before the run started; nothing was written" >&2
-      rc=$((128 + $(kill -l "$signal")))
-    elif [ $rc -eq 137 ]; then
-      echo "run.sh: the job was killed (SIGKILL), most often by the system for lack of memory; the" \
-           "--resume command its first line named continues it" >&2
-      rc=3
-    else
-      echo "run.sh: spark-submit ended with exit $rc before the job could say why; rerun with --debug" \
-           "to see Spark's output" >&2
-    fi
+    echo "run.sh: spark-submit ended with exit $rc before the job could say why; rerun with --debug" \
+         "to see Spark's output" >&2
   fi
   rm -rf "$dir"
   return $rc
@@ -256,7 +266,7 @@ quick_tour() {
   local title="scribe-spark quick tour ($(basename "$out"))"
   local start=$SECONDS rc=0
   # every job's parameters checked first, then all jobs in one Spark session (scribe_spark/cli/tour.py)
-  "$VENV/bin/python" -m scribe_spark.cli.tour check "$out" "$title" || exit $?
+  "$VENV/bin/python" -m scribe_spark.cli check-tour "$out" || exit $?
   # the tour's jobs are small: Spark planning and the JVM's start-up compilation dominate them, so the
   # JVM compiles quickly only and shuffles go to 2 partitions (the tables do not depend on either)
   SHUFFLE_DEFAULT=2 JAVA_QUICK="-XX:TieredStopAtLevel=1" submit 0 "local[*]" jobs/tour.py "$out" "$title" \

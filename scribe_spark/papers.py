@@ -489,7 +489,15 @@ def _series(metrics: tuple[str, ...], logx: bool = False) -> Callable:
                 g = g.sort_values("x")
                 ax.plot(g.x.astype(float), g.value, style, marker="o", ms=3, color=col[v],
                         label=f"{metric}, {v}" if v else metric)
-        mark(ax, pub, lambda r: (float(r.x), r.value), lambda v: col.get(v, "black"))
+        drawn = ours[ours.metric.isin(metrics)].x.astype(float)
+        right = float(drawn.max()) if len(drawn) else 0.0
+
+        def xy(r) -> tuple[float, float]:   # a value of a whole series (a peak) is marked at its right end
+            try:
+                return float(r.x), r.value
+            except (TypeError, ValueError):
+                return right, r.value
+        mark(ax, pub, xy, lambda v: col.get(v, "black"))
         if logx:
             ax.set_xscale("log")
     return plot

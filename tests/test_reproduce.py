@@ -220,3 +220,21 @@ def test_a_published_peak_gives_the_service_time_it_implies_as_an_inference(tmp_
     # (1000 / 8,000 - 0.01 ms x 0.5 messages) / 1 stage per event and core = 0.12 ms
     assert line.startswith("- Inferred, not measured: the published peak of 8000/s for `geographic/literal`")
     assert "implies a service time of 0.12 ms per timestamp stage" in line and "this run used 0.05 ms" in line
+
+
+def test_a_published_peak_is_marked_on_the_throughput_plot(tmp_path):
+    run = tmp_path / "tno_sequencer"
+    run.mkdir()
+    pd.DataFrame({"popularity": ["geographic"] * 2, "chains": ["literal"] * 2, "sweep": ["rate"] * 2,
+                  "rate_per_s": [500.0, 5000.0], "throughput_per_s": [498.0, 4100.0]}).to_csv(
+        run / "sequencer.csv", index=False)
+    fig = papers.BY_NAME["tno_throughput_vs_rate"]
+    mine = pd.DataFrame({"metric": ["throughput_per_s"] * 2, "variant": ["geographic/literal"] * 2,
+                         "x": [500.0, 5000.0], "value": [498.0, 4100.0]})
+    pub = pd.DataFrame({"metric": ["peak_per_s"], "variant": ["geographic/literal"], "x": [""],
+                        "value": [4500.0], "source": ["paper A"]})
+    _, ax = plt.subplots()
+    fig.plot(ax, run, {}, mine, pub)
+    points = {tuple(p) for c in ax.collections for p in c.get_offsets()}
+    plt.close("all")
+    assert points == {(5000.0, 4500.0)}   # at the right end of the series it belongs to

@@ -62,6 +62,23 @@ def stop_on_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def ignore_signals() -> None:
+    """From now on this process ignores SIGINT and SIGTERM (it is already stopping)."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Inside the block SIGINT and SIGTERM are ignored: what it does must finish once begun."""
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 @dataclass(frozen=True)
 class Ending:
     """How a run ended: its exit code and the line that says why and what to do."""

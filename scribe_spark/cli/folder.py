@@ -38,7 +38,7 @@ def probe_out(out: Path, name: str) -> None:
         for d in reversed([d for d in (out, *out.parents) if not d.exists()]):
             d.mkdir()
             made.append(d)
-        os.rmdir(tempfile.mkdtemp(prefix=f".{name}.tmp-probe-", dir=out))
+        os.rmdir(tempfile.mkdtemp(prefix=f".{name}.probe-", dir=out))   # not .<name>.tmp-*: never a run
     except OSError as e:
         where = e.filename if e.filename else out
         raise UsageError(f"--out {out}: cannot create or write {where} ({e.strerror})") from None

@@ -166,6 +166,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
         try:
             tmp = folder.claim(p.out_root, name, continued)
             _run(p, tmp, continued)
+        except SystemExit:   # asked for by the caller's own code (a benchmark's capture, say)
+            raise
         except BaseException as e:
             return _end(name, p, tmp, e)
     return 0
@@ -190,7 +192,9 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
     report.write_tables(outcome, p.job.outputs, tmp)
     with report.vector_copies(p.pdf):
         experiment.report(outcome, p.params, run)
-    for stale in folder.finish(tmp, p.final, name):
+    with endings.signals_held():   # the run is complete: a stop now must not undo its publishing
+        removed = folder.finish(tmp, p.final, name)
+    for stale in removed:
         run.log(f"removed the unfinished folder {stale} of an earlier run that stopped")
     run.log(f"done: outputs in {p.final}")
     for f in sorted(p.final.iterdir()):
@@ -199,6 +203,7 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
 
 def _end(name: str, p: Plan, tmp: Path | None, e: BaseException) -> int:
     """Leave the folder resumable (or remove it), write the one line, return the exit code."""
+    endings.ignore_signals()   # the stop is under way: a second signal must not interrupt the cleanup
     end = endings.ending(e, p.out_root)
     if p.debug:
         traceback.print_exception(e)

@@ -42,7 +42,9 @@ def _exit(code: int) -> None:
     the interpreter's exit would then wait on, or print about, a JVM that is itself shutting down."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if code > 2:   # beyond bad input, refused before anything ran
+    if code not in (0, 2):   # 2: bad input, refused before anything ran
+        for s in (signal.SIGINT, signal.SIGTERM):   # a late second signal must not speak after the line
+            signal.signal(s, signal.SIG_IGN)
         os._exit(code)
     sys.exit(code)
 

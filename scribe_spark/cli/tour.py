@@ -8,7 +8,6 @@ index page is rewritten after each job.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from scribe_spark.cli.args import project_root
@@ -44,10 +43,3 @@ def run(out: str, title: str) -> int:
             return code
         report.write_index(Path(out), title)
     return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "check":
-        print("usage: python -m scribe_spark.cli.tour check OUT TITLE", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(check(sys.argv[2]))
