@@ -211,6 +211,17 @@ def test_the_causal_check_counts_what_a_direct_reading_finds():
     assert causal_violations(logs, published) == 0
 
 
+def test_the_causal_check_declines_before_building_too_many_pairs(monkeypatch):
+    from scribe_spark.reference import causal_order
+    published = {1: (3, 0.0), 2: (0, 6.0)}
+    logs = {0: [(1, 5.0)], 1: [(2, 9.0), (1, 10.0)], 2: [(1, 7.0), (2, 8.0)]}
+    monkeypatch.setattr(causal_order, "MOST_CHECKS", 3)            # 1 pair x 3 subscribers: still made
+    assert causal_order.causal_violations(logs, published) == 1
+    monkeypatch.setattr(causal_order, "MOST_CHECKS", 2)
+    monkeypatch.setattr(causal_order, "_pairs", lambda known: pytest.fail("pairs built"))
+    assert causal_order.causal_violations(logs, published) is None
+
+
 def _causal_violations(seed: int, causal: bool) -> int:
     from scribe_spark.reference.causal_order import causal_violations
     res, _, sim = tno_scenario(seed, causal_groups=causal)

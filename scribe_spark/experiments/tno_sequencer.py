@@ -1,14 +1,16 @@
 """Experiment tno_sequencer (T2): latency, throughput and bandwidth of the multistage sequencer.
 
 Two deployments. `geo`, the TNO paper's: one server per site; TMs of topics in contiguous id
-ranges (topics 0-199 on server 0, ...); clients in equal blocks per site; popularity per site,
+ranges (topics 1-200 on server 1, ...); clients in equal blocks per site; popularity per site,
 each site ranking its own topics first (its server hosts the topics most popular there) and
 the other sites' after them, the popularity law over that ranking; a client publishes and
 subscribes by its site's law. `global`: one popularity over topic ids; TMs in contiguous ranges
-of the precedence order; clients and servers spread over `regions` at random. Links: same
-site/region short (10 ± 2 ms), else long (100 ± 10 ms), FIFO. A TM serves one message at a time
-and spends `service_ms` on a stage that reads or writes the timestamp; relays (TMs on a
-chain but outside the event's sequencing group) wait their turn but cost nothing.
+of the precedence order (server 1 hosts the highest-ranked); clients and servers spread over
+`regions` at random. Links: same site/region short (10 ± 2 ms), else long (100 ± 10 ms), FIFO.
+A server has `server_cores`
+cores shared by its TMs and one FIFO queue; a TM serves one message at a time, spends
+`service_ms` on a stage that reads or writes the timestamp and `message_ms` on every network
+message it receives or sends (relays, TMs on a chain outside the event's group, pay only that).
 Sequencing groups come from the Spark self-join. Each point publishes `rate` x `duration_s`
 events at uniform random times from random clients.
 
@@ -16,8 +18,9 @@ Three sweeps per popularity model: latency and throughput against the event rate
 `service_ms`, `topics_per_client`), against the service time (at the highest rate), and
 against the total number of subscriptions (`subscription_sweep` topics per client at
 `subscription_rate`). The measured throughput is checked against the capacity the chains
-predict: 1 / (service time x the largest expected number of timestamp stages per event at one
-TM). Per server: the percentage of outgoing bandwidth, bytes of timestamps forwarded to other
+predict: the rate at which the busiest TM (stages x `service_ms` + messages x `message_ms` per
+event) or the busiest server (the same over its TMs, divided by its cores) is busy all the
+time. Per server: the percentage of outgoing bandwidth, bytes of timestamps forwarded to other
 servers / bytes of all timestamp requests the server received.
 """
 from __future__ import annotations
@@ -73,7 +76,7 @@ def setup(spark, p: TnoSequencerParams, model: str, k: int, rank: dict) -> Setup
         client_site = np.zeros(p.clients, dtype=np.int64)
         site_probs = popularity(p.topics, model)[None, :]
         sub, top = draw_subscriptions(p.clients, k, site_probs[0], rng)
-        by_precedence = sorted(range(p.topics), key=rank.get)
+        by_precedence = sorted(range(p.topics), key=lambda t: -rank[t])   # server 1: the highest-ranked
         place = contiguous_placement(by_precedence, p.servers, list(range(p.clients)), p.regions, rng)
     frame = local_frame(spark, pd.DataFrame({groups.SUBSCRIBER: sub.astype(np.int32),
                                              groups.TOPIC: top.astype(np.int32)}))
@@ -345,10 +348,12 @@ def _summary(p: TnoSequencerParams, table: pd.DataFrame, bw: pd.DataFrame, run: 
         f"(rate and service sweeps); short links 10 ± 2 ms inside a site/region, long 100 ± 10 ms between; "
         f"{p.duration_s:g} s of publications per point, {'causal' if p.causal else 'TNO'} sequencing groups, "
         f"seed {p.seed}. Latency: request sent by the client until the finished timestamp is back at the "
-        "client. Throughput: completions per second over the second half of the run; capacity: 1 / (service "
-        "time x the largest expected number of timestamp stages per event at one TM), predicted from the "
-        "chains alone. remote_subscription_share: subscriptions to topics whose TM is in another "
-        "site/region.\n\n## Chains (expected per event)\n\n" + plots.markdown_table(shape, ".2f") +
+        "client. Throughput: completions per second over the second half of the run; capacity: the rate at "
+        "which the busiest TM (stages x service time + messages x message time per event) or the busiest "
+        f"server (the same over its TMs, over its {p.server_cores} cores) is always busy, predicted from "
+        "the chains alone (capacity.csv names the bottleneck). remote_subscription_share: subscriptions "
+        "to topics whose TM is in another site/region.\n\n## Chains (expected per event)\n\n"
+        + plots.markdown_table(shape, ".2f") +
         "\n\n## Latency and throughput\n\n" + plots.markdown_table(table[cols], ".1f") +
         f"\n\n## Bandwidth per server at {max(p.rates):g} events/s\n\noutgoing_percent = bytes of "
         "timestamps forwarded to other servers / bytes of all timestamp requests the server received x 100; "
