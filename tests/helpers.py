@@ -14,6 +14,7 @@ from scribe_spark.experiments.registry import JOBS
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.pairwise_order import pairwise_check
 from scribe_spark.tno import groups
+from scribe_spark.tno.live_groups import LiveGroups
 from scribe_spark.tno.ordering import Subscriber
 from scribe_spark.tno.sequencer import Sequencer
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement, random_ens
@@ -106,8 +107,9 @@ def closest_brute(ints, key):
 
 def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains="etree", sub_changes=0,
              unsubs=0, loss=0.0, ttl=None, buffer_size=None, clients=30, topics=12, events=400,
-             service_ms=0.0, recovery=None):
-    """Random subscriptions, random publication times/publishers/topics, random ENS delays."""
+             service_ms=0.0, recovery=None, live=False):
+    """Random subscriptions, random publication times/publishers/topics, random ENS delays; `live`:
+    groups that follow the subscriptions (chains laid over the groups of every subscription)."""
     rng = np.random.default_rng(seed)
     subs = {c: set(rng.choice(topics, int(rng.integers(1, 5)),
                               replace=False).tolist()) for c in range(clients)}
@@ -117,7 +119,12 @@ def tno_scenario(seed, *, causal_groups=True, ordered=True, broken=False, chains
     for t in range(topics):
         g.setdefault(t, {t})
     rank = {t: int(r) for t, r in zip(range(topics), rng.permutation(topics))}   # any precedence order
-    seq = Sequencer(g, rank, broken=broken, chains=chains, together=later.values())
+    if live:
+        start = LiveGroups.start(subs, range(topics), causal_groups)
+        seq = Sequencer(g, rank, broken=broken, chains=chains, live=start,
+                        together=[subs[c] | later.get(c, set()) for c in subs])
+    else:
+        seq = Sequencer(g, rank, broken=broken, chains=chains, together=later.values())
     place = contiguous_placement(list(range(topics)), 3, list(range(clients)), 2, rng)
     subscribers = {c: Subscriber(c, set(subs[c]), ordered=ordered, ttl=ttl,
                                  buffer_size=buffer_size) for c in subs}

@@ -132,8 +132,8 @@ def test_spark_engine_gives_the_process_engines_table(tiny, tmp_path):
     spark_rows = pd.read_csv(tmp_path / "tno_ordering" / "ordering.csv")
     process = pd.read_csv(tiny("tno_ordering") / "ordering.csv")
     process = process[process.chains == "etree"].reset_index(drop=True)
-    # the four scenarios, then the loss sweep without and with gap recovery
-    assert len(spark_rows) == 6 and spark_rows.notifications.min() > 0
+    # the five scenarios, then the loss sweep without and with gap recovery
+    assert len(spark_rows) == 7 and spark_rows.notifications.min() > 0
     with_recovery = spark_rows[spark_rows.recovery].iloc[0]
     assert with_recovery.recovered > 0 and with_recovery.lost > 0 and with_recovery.sequencer_resends > 0
     assert spark_rows.to_csv() == process.to_csv()                        # every column, as written

@@ -1,4 +1,5 @@
 """TNO sequencer + ordering layer: property tests with an explicit pairwise-order checker."""
+import functools
 import itertools
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 
 from scribe_spark.reference.pairwise_order import pairwise_check
 from scribe_spark.tno import groups
-from scribe_spark.tno.ordering import Subscriber
+from scribe_spark.tno.ordering import Released, Subscriber
 from scribe_spark.tno.sequencer import CHAINS, Sequencer, elimination_tree
 from scribe_spark.tno.simulation import Placement, Simulation
 from tests.helpers import tno_scenario
@@ -51,6 +52,30 @@ def test_subscription_changes_keep_tno(seed, chains, causal_groups):
     res, _, sim = tno_scenario(seed, sub_changes=8, unsubs=4, chains=chains, causal_groups=causal_groups)
     assert res.ok, res
     assert len(sim.stats.latency) == sim.requests > 400   # every event and subscription timestamp returned
+
+
+@pytest.mark.parametrize("causal_groups", [True, False])
+@pytest.mark.parametrize("chains", CHAINS)
+@pytest.mark.parametrize("seed", range(8))
+def test_groups_that_follow_subscriptions_keep_tno(seed, chains, causal_groups):
+    # random subscriptions and unsubscriptions, each TM recording them as its requests pass
+    res, _, sim = tno_scenario(seed, sub_changes=10, unsubs=6, chains=chains, causal_groups=causal_groups,
+                               live=True)
+    assert res.violating_pairs == 0, res
+    if chains != "literal":          # literal chains may leave a cycle buffered, never a disorder
+        assert res.ok, res
+    assert len(sim.stats.latency) == sim.requests > 400
+
+
+def test_groups_that_follow_subscriptions_need_the_held_topics_on_the_request(monkeypatch):
+    # a request through the added topics only leaves the held topics' TMs behind: they write and
+    # chain by stale groups while the added topics' TMs use the new ones, and subscribers disagree
+    chain, plan = Sequencer.subscription_chain, Sequencer.plan
+    monkeypatch.setattr(Sequencer, "subscription_chain",
+                        lambda self, topics, held=(): chain(self, topics, () if topics else held))
+    monkeypatch.setattr(Sequencer, "plan", lambda self, c, own, sub, held=(): plan(self, c, own, sub))
+    bad = sum(tno_scenario(seed, sub_changes=10, unsubs=6, live=True)[0].violating_pairs for seed in range(8))
+    assert bad > 0
 
 
 def test_without_ordering_layer_subscribers_disagree():
@@ -163,6 +188,30 @@ def test_a_full_buffer_releases_its_oldest_arrival_first():
         s.receive(Event(i, ((0, c),), frozenset({0})), float(i))
     # the third arrival overflows the buffer: counter 4 (first in) goes, then 2 and 3, late behind it
     assert [(e, late) for e, _, late, _ in s.log] == [(0, True), (1, True), (2, True)]
+    assert s.released == Released(full=1, ttl=0, peak=2)            # one forced release, for the buffer
+
+
+def test_forced_releases_are_counted_by_cause():
+    from scribe_spark.tno.ordering import Event
+    s = Subscriber(0, {0}, buffer_size=5, ttl=100.0)
+    s.receive(Event(0, ((0, 3),), frozenset({0})), 0.0)            # waits for counters 1 and 2
+    s.receive(Event(1, ((0, 4),), frozenset({0})), 10.0)
+    s.tick(50.0)
+    assert s.released == Released(full=0, ttl=0, peak=2) and not s.log
+    s.tick(100.0)                                                   # counter 3 waited 100 ms: released
+    assert s.released == Released(full=0, ttl=1, peak=2)
+    assert [(e, late) for e, _, late, _ in s.log] == [(0, True), (1, False)]   # 4 follows 3 in order
+
+
+@pytest.mark.parametrize("chains", SAFE)
+def test_recovery_with_room_enough_keeps_tno_under_loss(chains):
+    # buffer and TTL above what recovery needs: every gap is filled before anything is forced out
+    for seed in range(3):
+        res, tags, sim = tno_scenario(seed, chains=chains, loss=0.05, ttl=5000.0, buffer_size=10_000,
+                                      recovery=True)
+        forced = functools.reduce(Released.add, (x.released for x in sim.subs.values()), Released())
+        assert sim.stats.lost > 0 and sim.stats.recovered > 0 and sim.stats.resent > 0
+        assert res.ok and tags == 0 and (forced.full, forced.ttl) == (0, 0), (res, forced)
 
 
 @pytest.mark.parametrize("chains", SAFE)
@@ -239,3 +288,16 @@ def test_the_causal_variant_keeps_causal_order(seed):
 def test_tno_groups_alone_do_not_keep_causal_order():
     """The check is not vacuous: with TNO's groups (two shared subscriptions) the same runs break it."""
     assert sum(_causal_violations(seed, False) for seed in range(3)) > 0
+
+
+def test_live_groups_follow_what_each_tm_recorded():
+    from scribe_spark.tno.live_groups import LiveGroups
+    live = LiveGroups.start({0: {1, 2}, 1: {1, 3}, 2: {1, 2, 3}}, range(5), causal=False)
+    assert live.group(1) == {1, 2, 3} and live.group(2) == {2, 1} and live.group(4) == {4}
+    assert live.group(3) == {3, 1}                      # 2 and 3 share one subscription only
+    assert live.record(2, 1, frozenset({1, 2, 3}))      # TM_2 learns client 1 holds 2 and 3 now
+    assert live.group(2) == {1, 2, 3} and live.group(3) == {3, 1}   # TM_3 has not heard yet
+    assert live.record(1, 2, frozenset({3})) and live.group(1) == {1}   # client 2 left topic 1
+    assert not live.record(4, 0, frozenset({1, 2}))     # not its topic: nothing to record
+    causal = LiveGroups.start({0: {1, 2}}, range(3), causal=True)
+    assert causal.group(1) == {1, 2} and causal.group(0) == {0}

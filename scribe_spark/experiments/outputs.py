@@ -361,7 +361,8 @@ TNO_SEQUENCER = {t.name: t for t in (
 TNO_ORDERING = {t.name: t for t in (
     table("ordering", "one row per run: (chain rule, scenario), and per (loss, recovery) in the loss sweep",
           ("chains", "", "chain rule: etree, interval or literal"),
-          ("scenario", "", "tno, no_ordering, tno_subscription_changes, tno_unreliable or loss_sweep"),
+          ("scenario", "", "tno, no_ordering, tno_subscription_changes, tno_dynamic_groups, tno_unreliable "
+                           "or loss_sweep"),
           ("loss", "share", "chance an ENS delivery (loss sweep: also a sequencer message) is lost"),
           ("recovery", "", "True if subscribers recover gaps by asking their Scribe parent"),
           ("subscribers", "", "subscribing clients"),
@@ -373,10 +374,16 @@ TNO_ORDERING = {t.name: t for t in (
            "event pairs two subscribers saw in different orders, summed over subscriber pairs"),
           ("undelivered", "", "events received but never notified (still buffered at the end)"),
           ("out_of_order_tags", "", "notifications tagged out of order (released past a gap)"),
+          ("released_buffer_full", "", "events released past a gap because the buffer was full"),
+          ("released_ttl", "", "events released past a gap because they waited ttl_ms"),
+          ("peak_buffered", "", "the most events one subscriber held waiting at once (what buffer_size "
+                                "must exceed for no release to be forced)"),
           ("lost", "", "ENS copies lost"),
           ("mean_buffering_ms", "ms", "mean delay from arrival to notification"),
           ("p99_buffering_ms", "ms", "99th percentile delay from arrival to notification"),
           ("mean_timestamp_latency_ms", "ms", "mean time from timestamp request until the timestamp is back"),
+          ("mean_timestamp_entries", "", "mean (topic, counter) entries of an event's timestamp"),
+          ("mean_tms_visited", "", "mean TMs an event's timestamp request visits (relays included)"),
           ("recovery_messages", "", "gap recovery requests, replies and 'not yet' answers"),
           ("recovered", "", "events subscribers got by asking (can exceed lost: late events too)"),
           ("sequencer_resends", "", "sequencer messages lost and sent again"),

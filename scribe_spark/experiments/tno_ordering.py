@@ -12,9 +12,10 @@ ordering layers in Spark (`tno.spark_ens`), and the TNO check too where it is la
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,8 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.tno import groups
 from scribe_spark.tno import replay as rp
 from scribe_spark.tno.check import CheckResult, check_tno, notifications_frame
-from scribe_spark.tno.ordering import Subscriber
+from scribe_spark.tno.live_groups import LiveGroups
+from scribe_spark.tno.ordering import Released, Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.sequencer import Sequencer, precedence_rank
 from scribe_spark.tno.simulation import Recovery, Simulation, contiguous_placement
@@ -48,7 +50,8 @@ from scribe_spark.workloads.network import make_ring, shared_network
 from scribe_spark.workloads.popularity import draw_subscriptions
 
 _log = logging.getLogger(__name__)
-SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_unreliable")
+SCENARIOS = ("tno", "no_ordering", "tno_subscription_changes", "tno_dynamic_groups", "tno_unreliable")
+CHANGING = ("tno_subscription_changes", "tno_dynamic_groups")   # the scenarios whose subscriptions change
 # below this many (subscriber pairs x mean log length) the pairwise comparison beats Spark's fixed
 # cost (the performance page, "TNO")
 PAIRWISE_UP_TO = 10_000_000
@@ -84,6 +87,7 @@ class Notified:
     recovery_messages: int = 0  # gap recovery's requests and replies
     recovered: int = 0          # events subscribers got by asking
     causal_violations: int | None = None   # notifications out of causal order (None: too many to count)
+    released: Released = field(default_factory=Released)   # forced releases by cause, largest buffer
 
 
 @dataclass
@@ -181,7 +185,7 @@ def simulate(p: TnoOrderingParams, run: Run) -> Outcome:
     for chains, scenario, loss, recover in _runs(p):
         t0 = time.time()
         scene = _Scene(p, w, chains, scenario, loss, recover)
-        seq = Sequencer(sg, rank, chains=chains, together=w.later.values())
+        seq = _sequencer(p, w, sg, rank, chains, scenario)
         sim, out = scene.run(spark, seq, ens, loss_key, on_spark, rtt, sequenced)
         if scenario != "loss_sweep":
             delays[(chains, scenario)] = out.buffering
@@ -190,6 +194,17 @@ def simulate(p: TnoOrderingParams, run: Run) -> Outcome:
     for _, carried in sequenced.values():
         bsp.release(carried)
     return Outcome({"ordering": pd.DataFrame(rows)}, {"delays": delays, "changes": len(w.later)})
+
+
+def _sequencer(p: TnoOrderingParams, w: Workload, sg: dict, rank: dict, chains: str,
+               scenario: str) -> Sequencer:
+    """The run's sequencer: groups of every subscription the run holds, or (tno_dynamic_groups) groups
+    that follow the subscriptions, laid over the same topics' chains."""
+    if scenario != "tno_dynamic_groups":
+        return Sequencer(sg, rank, chains=chains, together=w.later.values())
+    # a request goes through the client's held and added topics: they must share one chain
+    return Sequencer(sg, rank, chains=chains, together=[w.everyone[c] for c in w.later],
+                     live=LiveGroups.start(w.subs, range(p.topics), p.causal))
 
 
 def _runs(p: TnoOrderingParams) -> list[tuple]:
@@ -234,7 +249,7 @@ class _Scene:
                          recovery=recovery, loss_key=loss_key)
         for at, c, t in w.publications:
             sim.at(float(at), sim.publish, int(c), int(t))
-        if self.scenario == "tno_subscription_changes":
+        if self.scenario in CHANGING:
             for c, ts in w.later.items():
                 sim.at(w.change_at[c], sim.subscribe, c, ts)
         if on_spark is None:
@@ -244,12 +259,13 @@ class _Scene:
             return sim, _notified(spark, subscribers, sim)
         # the sequencer only (no ENS in the simulation), and what the ENS carries: the same for every
         # scenario with the same chain rule, subscription changes and sequencer losses (ENS losses come later)
-        changing = self.scenario == "tno_subscription_changes"
+        changing = self.scenario in CHANGING
         seq_loss = recovery.sequencer_loss if recovery is not None else 0.0
-        if (self.chains, changing, seq_loss) not in sequenced:
+        key = (self.chains, self.scenario if changing else "", seq_loss)
+        if key not in sequenced:
             sim.run()
-            sequenced[(self.chains, changing, seq_loss)] = (sim, on_spark.deliveries(sim, changing))
-        sim, carried = sequenced[(self.chains, changing, seq_loss)]
+            sequenced[key] = (sim, on_spark.deliveries(sim, changing))
+        sim, carried = sequenced[key]
         moves = {c: (w.change_at[c], w.later[c]) for c in w.later} if changing else {}
         replayed = on_spark.replay(sim, carried, self.fresh(), moves, self.ticks, self.loss, recovery, rtt)
         return sim, _notified_on_spark(replayed, p.clients, sim)
@@ -261,10 +277,14 @@ class _Scene:
                 "recovery": bool(self.recover), "subscribers": p.clients, "events": p.events,
                 "notifications": out.notifications, "subscriber_pairs": res.subscriber_pairs,
                 "violating_pairs": res.violating_pairs, "inverted_event_pairs": res.inverted_event_pairs,
-                "undelivered": res.undelivered, "out_of_order_tags": out.out_of_order_tags, "lost": out.lost,
+                "undelivered": res.undelivered, "out_of_order_tags": out.out_of_order_tags,
+                "released_buffer_full": out.released.full, "released_ttl": out.released.ttl,
+                "peak_buffered": out.released.peak, "lost": out.lost,
                 "mean_buffering_ms": float(buffering.mean()) if len(buffering) else 0.0,
                 "p99_buffering_ms": float(np.percentile(buffering, 99)) if len(buffering) else 0.0,
                 "mean_timestamp_latency_ms": float(np.mean(sim.stats.latency)),
+                "mean_timestamp_entries": float(np.mean(sim.stats.entries)),
+                "mean_tms_visited": float(np.mean(sim.stats.visited)),
                 "recovery_messages": out.recovery_messages, "recovered": out.recovered,
                 "sequencer_resends": sim.stats.resent, "causal_violations": out.causal_violations}
 
@@ -283,7 +303,8 @@ def _notified(spark, subscribers: dict[int, Subscriber], sim: Simulation) -> Not
     return Notified(check(spark, subscribers), int(sum(len(s.log) for s in subscribers.values())),
                     int(sum(e[2] for s in subscribers.values() for e in s.log)), sim.stats.lost,
                     np.array([e[1] - e[3] for s in subscribers.values() for e in s.log]),
-                    sim.stats.recovery_messages, sim.stats.recovered, causal_violations(logs, sim.published))
+                    sim.stats.recovery_messages, sim.stats.recovered, causal_violations(logs, sim.published),
+                    functools.reduce(Released.add, (s.released for s in subscribers.values()), Released()))
 
 
 def _timed_logs(times, clients: int) -> dict[int, list[tuple[int, float]]]:
@@ -310,7 +331,8 @@ def _notified_on_spark(replayed, clients: int, sim: Simulation) -> Notified:
                         replayed.waiting)
     _log.info(f"{len(at)} notifications checked ({time.time() - t0:.1f}s)")
     out = Notified(res, len(at), int(np.sum(times.column("out_of_order").to_numpy(zero_copy_only=False))),
-                   replayed.lost, at - arrived, replayed.recovery_messages, replayed.recovered, causal)
+                   replayed.lost, at - arrived, replayed.recovery_messages, replayed.recovered, causal,
+                   replayed.released)
     replayed.release()
     return out
 

@@ -5,7 +5,8 @@ its own topics (the topics whose counter it took). A subscriber keeps sub_LC per
 topic and notifies an event when, for each own topic it subscribes to, the counter is
 sub_LC + 1 and, for every other topic it shares with the subscription, the counter equals
 sub_LC; other events wait in a buffer. In the unreliable mode the buffer holds at most
-`buffer_size` events and each waits at most `ttl`; releasing past a gap tags it out of order.
+`buffer_size` events and each waits at most `ttl`; releasing past a gap tags it out of order,
+and `released` counts such releases by cause.
 """
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ class Event:
 
 
 @dataclass
+class Released:
+    """A subscriber's forced releases by cause, and the most events it ever held waiting."""
+
+    full: int = 0     # released at the head because the buffer was full
+    ttl: int = 0      # released because they waited `ttl` (and the buffer was not full)
+    peak: int = 0     # the most events waiting at once, after each arrival was handled
+
+    def add(self, other: Released) -> Released:
+        """Both subscribers' releases summed, and the larger peak."""
+        return Released(self.full + other.full, self.ttl + other.ttl, max(self.peak, other.peak))
+
+
+@dataclass
 class Subscriber:
     """One client's ordering layer; `ordered=False` notifies in arrival order (no TNO layer)."""
 
@@ -51,6 +65,7 @@ class Subscriber:
     adding: set = field(default_factory=set)           # topics of the subscription change in progress
     # no waiting event is ready, and nothing it depends on changed since that was found
     settled: bool = field(default=True, init=False, repr=False)
+    released: Released = field(default_factory=lambda: Released(), init=False)
 
     def __post_init__(self):
         for t in self.topics:
@@ -86,6 +101,7 @@ class Subscriber:
         self.waiting[ev.eid] = (ev, now)
         if not self.buffering:
             self.flush(now, ev)
+        self.released.peak = max(self.released.peak, len(self.waiting))
 
     def _older(self, ev: Event) -> bool:
         """An event from before this subscriber's subscription to its topic (or the subscription's
@@ -179,6 +195,10 @@ class Subscriber:
             full = self.buffer_size is not None and len(self.waiting) > self.buffer_size
             if not (expired or full):
                 return
+            if full:
+                self.released.full += 1
+            else:
+                self.released.ttl += 1
             del self.waiting[head_id]
             self._notify(ev, now, True, arrived)
             self._notify_ready(now)

@@ -110,6 +110,8 @@ LOG_SCHEMA = T.StructType([T.StructField("sub", T.LongType(), False),
                            T.StructField("arrived", T.DoubleType(), False)])
 SUMMARY = -1   # `pos` of each subscriber's summary row: event = events left waiting, at = copies lost
 RECOVERY = -2  # `pos` of its gap recovery row (with recovery): event = requests and replies, at = recovered
+FORCED = -3    # `pos` of its forced releases row: event = for a full buffer, at = for the TTL
+PEAK = -4      # `pos` of its buffer row: event = the most events waiting at once
 
 
 def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, ticks: list[float],
@@ -134,7 +136,8 @@ def _task(events: Broadcast, make: Callable[[int], Subscriber], changes: dict, t
         sub = replay(fresh, arrivals, change, ticks, recovering)
         n = len(sub.log)
         log = list(zip(*sub.log)) if n else [[], [], [], []]
-        tail = [(SUMMARY, len(sub.waiting), float(lost.sum()))]
+        tail = [(SUMMARY, len(sub.waiting), float(lost.sum())),
+                (FORCED, sub.released.full, float(sub.released.ttl)), (PEAK, sub.released.peak, 0.0)]
         if recovering is not None:
             tail.append((RECOVERY, recovering.asking.messages, float(recovering.asking.recovered)))
         return pa.table({"sub": pa.array(np.full(n + len(tail), sid), pa.int64()),
@@ -153,7 +156,7 @@ def replay_frame(deliveries: DataFrame, events: Broadcast, make: Callable[[int],
 
     `events` broadcasts {eid: Event}; `make(sub)` returns the subscriber's fresh ordering layer.
     Returns LOG_SCHEMA rows: each notification (pos 0.. in the subscriber's order) and one
-    summary row per subscriber (pos = SUMMARY). Copies are lost by the simulation's keyed draws.
+    summary row per subscriber (pos = SUMMARY, FORCED, PEAK). Copies are lost by the simulation's keyed draws.
     With `gaps`, subscribers recover gaps as in the simulation: `slots` broadcasts {slot:
     (release time, eid)} and `rtt[sub][topic]` is the round trip to its Scribe parent; each
     subscriber then has a RECOVERY row too.

@@ -31,6 +31,8 @@ from typing import Iterable
 
 import numpy as np
 
+from scribe_spark.tno.live_groups import LiveGroups
+
 
 @dataclass
 class TopicManager:
@@ -97,18 +99,39 @@ class Sequencer:
     """All topic managers plus the chains through them; `broken` skips the later stages."""
 
     def __init__(self, groups: dict[int, set[int]], rank: dict[int, int], broken: bool = False,
-                 chains: str = "etree", together: Iterable[set[int]] = ()):
+                 chains: str = "etree", together: Iterable[set[int]] = (), live: LiveGroups | None = None):
+        """`groups`: every SG_T the run will hold (with `live`, the superset the chains are laid
+        over); `together`: the topic sets of subscription requests; `live`: groups that follow the
+        subscriptions as each TM records them (None: `groups`, fixed)."""
         if chains not in CHAINS:
             raise ValueError(f"chains must be one of {', '.join(CHAINS)} (got {chains!r})")
         self.rank = rank
         self.groups = groups
+        self.live = live
         self.broken = broken
         self.chains = chains
         self.by_rank = sorted(groups, key=rank.get)
         self.parent = elimination_tree(groups, rank, together) if chains == "etree" else {}
-        self.tm = {t: TopicManager(t, sorted((u for u in g if rank[u] < rank[t]), key=rank.get))
-                   for t, g in groups.items()}
+        self.tm = {t: TopicManager(t, self._lower(t)) for t in groups}
         self._plans: dict = {}       # topic -> an event's chain and plan (`event_plan`)
+
+    def view(self, topic: int) -> set[int]:
+        """SG_T as TM_T knows it now: fixed, or as its recorded subscriptions give it."""
+        return self.groups[topic] if self.live is None else self.live.group(topic)
+
+    def _lower(self, topic: int) -> list[int]:
+        """The lower-ranked members of SG_T (as TM_T knows it), lowest first."""
+        return sorted((u for u in self.view(topic) if self.rank[u] < self.rank[topic]), key=self.rank.get)
+
+    def record(self, tm: int, client: int, subscription: frozenset) -> None:
+        """A subscription request reaches TM `tm`: it records the client's whole subscription and, if
+        its group changed, writes and chains events by the new group from now on. A request visits
+        every topic of the old and the new subscription, lowest rank first, on the chains' own paths:
+        events behind it on a link stay behind it, so a TM that starts to write T' (or to climb to
+        TM_T') does so only for events the request's timestamp orders after it."""
+        if self.live is not None and self.live.record(tm, client, subscription):
+            self.tm[tm].group_lower = self._lower(tm)
+            self._plans.pop(tm, None)
 
     def _span(self, start: int, members: set[int]) -> list[int]:
         """Return the TMs from `start` up to the highest-ranked of `members`, in the chain rule's order."""
@@ -129,36 +152,39 @@ class Sequencer:
         """Return the TMs an event on `topic` visits, in order."""
         if self.broken:
             return [topic]
-        higher = {u for u in self.groups[topic] if self.rank[u] >= self.rank[topic]}
+        higher = {u for u in self.view(topic) if self.rank[u] >= self.rank[topic]}
         return self._span(topic, higher)
 
-    def subscription_chain(self, topics: set[int]) -> list[int]:
-        """Return the TMs a subscription timestamp request visits: its topics and every
-        higher-ranked member of their groups (and the relays between them the chain rule adds)."""
-        visit = set(topics)
+    def subscription_chain(self, topics: set[int], held: set[int] = frozenset()) -> list[int]:
+        """Return the TMs a subscription timestamp request visits: its topics and every higher-ranked
+        member of their groups, the topics the client holds already (`held`, with groups that follow
+        subscriptions), and the relays between them the chain rule adds."""
+        visit = set(topics) | set(held)
         for t in topics:
-            visit |= {u for u in self.groups[t] if self.rank[u] > self.rank[t]}
-        return self._span(min(topics, key=self.rank.get), visit)
+            visit |= {u for u in self.view(t) if self.rank[u] > self.rank[t]}
+        return self._span(min(visit, key=self.rank.get), visit)
 
-    def is_work(self, chain: list[int], i: int, own: set[int], subscription: bool) -> bool:
+    def is_work(self, chain: list[int], i: int, own: set[int], subscription: bool,
+                held: set[int] = frozenset()) -> bool:
         """True when stage i reads or writes the timestamp; False when the TM only relays it."""
-        t = chain[i]
-        return i == 0 or (subscription and t in own) or any(t in self.groups[o] for o in own)
+        return self.action(chain, i, own, subscription, held) != RELAY
 
-    def action(self, chain: list[int], i: int, own: set[int], subscription: bool) -> int:
+    def action(self, chain: list[int], i: int, own: set[int], subscription: bool,
+               held: set[int] = frozenset()) -> int:
         """What stage i of a chain does: a subscription's SLOT, an event's FIRST stage, a group
-        member's PASS, or nothing (RELAY)."""
+        member's PASS (or a topic the subscribing client holds already), or nothing (RELAY)."""
         t = chain[i]
         if subscription and t in own:
             return SLOT
         if not subscription and i == 0:
             return FIRST
-        return PASS if any(t in self.groups[o] for o in own) else RELAY
+        return PASS if t in held or any(t in self.view(o) for o in own) else RELAY
 
-    def plan(self, chain: list[int], own: set[int], subscription: bool) -> tuple[tuple[bool, int], ...]:
+    def plan(self, chain: list[int], own: set[int], subscription: bool,
+             held: set[int] = frozenset()) -> tuple[tuple[bool, int], ...]:
         """(is_work, action) for every stage of a request's chain."""
-        return tuple((self.is_work(chain, i, own, subscription), self.action(chain, i, own, subscription))
-                     for i in range(len(chain)))
+        return tuple((self.is_work(chain, i, own, subscription, held),
+                      self.action(chain, i, own, subscription, held)) for i in range(len(chain)))
 
     def event_plan(self, topic: int) -> tuple[tuple[int, ...], tuple[tuple[bool, int], ...]]:
         """The chain of an event on `topic` and its plan: the same for every such event, made once

@@ -26,7 +26,7 @@ import numpy as np
 
 from scribe_spark.tno.dissemination import keyed_uniform, keyed_uniform_one
 from scribe_spark.tno.ordering import Event, Subscriber
-from scribe_spark.tno.sequencer import Sequencer
+from scribe_spark.tno.sequencer import RELAY, Sequencer
 
 SHORT_MS, SHORT_SD, LONG_MS, LONG_SD = 10.0, 2.0, 100.0, 10.0
 
@@ -154,6 +154,8 @@ class Asking:
 @dataclass
 class Stats:
     latency: list = field(default_factory=list)          # timestamp latency per event (ms)
+    entries: list = field(default_factory=list)          # entries of each event's timestamp
+    visited: list = field(default_factory=list)          # TMs each event's chain visited
     completed_at: list = field(default_factory=list)
     bytes_out: dict = field(default_factory=dict)        # server -> inter-server bytes sent
     bytes_in: dict = field(default_factory=dict)         # server -> bytes of the requests it received
@@ -231,7 +233,7 @@ class Simulation:
 
     def _size(self, topics: set) -> int:
         """Bytes of one sequencer message for a request on `topics` (fixed for the whole chain)."""
-        entries = len(set().union(*(self.seq.groups[t] for t in topics)))
+        entries = len(set().union(*(self.seq.view(t) for t in topics)))
         return 24 + 12 * entries    # header + (4-byte topic, 8-byte counter) per entry
 
     # -- publications ---------------------------------------------------------------------------
@@ -248,25 +250,41 @@ class Simulation:
         self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
 
     def subscribe(self, t: float, client: int, topics: set) -> None:
-        """Client adds topics: ENS subscription and buffering now, subscription timestamp via the TMs."""
-        topics = set(topics) - self.subs[client].topics
+        """Client adds topics: ENS subscription and buffering now, subscription timestamp via the TMs
+        (with groups that follow subscriptions, through the topics it holds already too, each TM
+        recording the whole new subscription)."""
+        held = set(self.subs[client].topics)
+        topics = set(topics) - held
         if not topics:
             return
         self.requests += 1
         self.subs[client].start_subscription(topics)
         for u in topics:
             self.members.setdefault(u, set()).add(client)
-        chain = self.seq.subscription_chain(topics)
+        live = self.seq.live is not None
+        chain = self.seq.subscription_chain(topics, held if live else frozenset())
         meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics),
-                    size=self._size(topics), plan=self.seq.plan(chain, topics, True))
+                    size=self._size(topics | held if live else topics),
+                    plan=self.seq.plan(chain, topics, True, held if live else frozenset()),
+                    record=frozenset(held | topics) if live else None)
         first = ("s", self.place.server_of[chain[0]])
         self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
 
     def unsubscribe(self, t: float, client: int, topics: set) -> None:
-        """Stop notifying at once; the ENS stops delivering (TMs' clocks are not changed)."""
+        """Stop notifying at once; the ENS stops delivering (TMs' clocks are not changed). With groups
+        that follow subscriptions, the new subscription goes to the TMs of the old one's topics."""
+        held = frozenset(self.subs[client].topics)
         self.subs[client].unsubscribe(set(topics))
         for u in topics:
             self.members.get(u, set()).discard(client)
+        if self.seq.live is None or not held & set(topics):
+            return
+        chain = self.seq.subscription_chain(set(), held)
+        meta = dict(eid=None, client=client, topic=None, start=t, kind="unsubscription", own=frozenset(),
+                    size=self._size(set(held)), plan=tuple((tm in held, RELAY) for tm in chain),
+                    record=held - set(topics))
+        first = ("s", self.place.server_of[chain[0]])
+        self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
 
     def _idle_at(self, t: float) -> bool:
         """True when nothing else is due at or before t, so a step at t can run right away."""
@@ -295,6 +313,12 @@ class Simulation:
                 if done > t or not self._idle_at(t):
                     self.at(done, self._tm_process, chain, i, ts, meta)
                     return
+            if meta.get("record") is not None:      # groups that follow subscriptions: TMs learn them
+                self.seq.record(tm, meta["client"], meta["record"])
+            elif i == 0 and self.seq.live is not None and meta["kind"] == "event":
+                # TM_T builds the timestamp's structure by SG_T as it knows it now
+                chain, meta["plan"] = self.seq.event_plan(meta["topic"])
+                plan, meta["size"] = meta["plan"], self._size({meta["topic"]})
             self.seq.stage(tm, action, ts)
             here = ("s", self.place.server_of[tm])
             if i + 1 == len(chain):
@@ -365,6 +389,8 @@ class Simulation:
         self._dispatch(t, server)
 
     def _returned(self, t: float, ts: dict, meta: dict) -> None:
+        if meta["kind"] == "unsubscription":
+            return                  # the TMs have recorded it: nothing comes back to publish
         self.stats.latency.append(t - meta["start"])
         self.stats.completed_at.append(t)
         client = meta["client"]
@@ -377,6 +403,8 @@ class Simulation:
                 self._disseminate(t, client, topic, ev)
         else:
             ev = Event(meta["eid"], tuple(sorted(ts.items())), meta["own"])
+            self.stats.entries.append(len(ts))
+            self.stats.visited.append(len(meta["plan"]))
             self.released.append((t, client, [meta["topic"]], ev))
             self._disseminate(t, client, meta["topic"], ev)
 

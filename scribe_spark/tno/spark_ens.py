@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,7 @@ from scribe_spark.columns import NODE, TIME, TOPIC
 from scribe_spark.spark.arrow import local_frame
 from scribe_spark.tno import replay as rp
 from scribe_spark.tno.dissemination import disseminate, start_frame
-from scribe_spark.tno.ordering import Subscriber
+from scribe_spark.tno.ordering import Released, Subscriber
 from scribe_spark.tno.scribe_ens import ScribeENS
 from scribe_spark.tno.simulation import Recovery, Simulation
 
@@ -36,6 +37,7 @@ class Replayed:
     lost: int                # ENS copies lost
     recovery_messages: int   # gap recovery's requests and replies
     recovered: int           # events subscribers got by asking
+    released: Released       # forced releases by cause, and the largest buffer
     held: list = field(default_factory=list)   # the broadcasts the replay read
 
     @property
@@ -98,10 +100,19 @@ class SparkENS:
         t0 = time.time()
         logs = rp.replay_frame(deliveries, events, lambda c: fresh[c], moves, ticks, loss,
                                self.loss_key, gaps, slots, rtt).localCheckpoint()
-        left = logs.where(F.col("pos") == rp.SUMMARY).agg(F.sum("event").alias("waiting"),
-                                                           F.sum(TIME).alias("lost")).first()
-        asked = logs.where(F.col("pos") == rp.RECOVERY).agg(F.sum("event").alias("messages"),
-                                                             F.sum(TIME).alias("recovered")).first()
+        got = _summary(logs)
         _log.info(f"{len(fresh)} ordering layers replayed ({time.time() - t0:.1f}s)")
-        return Replayed(logs, int(left["waiting"] or 0), int(left["lost"] or 0), int(asked["messages"] or 0),
-                        int(asked["recovered"] or 0), [b for b in (events, slots) if b is not None])
+        released = Released(got[rp.FORCED, "n"], got[rp.FORCED, "x"], got[rp.PEAK, "most"])
+        return Replayed(logs, got[rp.SUMMARY, "n"], got[rp.SUMMARY, "x"], got[rp.RECOVERY, "n"],
+                        got[rp.RECOVERY, "x"], released, [b for b in (events, slots) if b is not None])
+
+
+def _summary(logs: DataFrame) -> defaultdict:
+    """The subscribers' summary rows (pos < 0) in one pass: (pos, "n" | "x") -> the sum of event |
+    time, (pos, "most") -> the largest event; 0 for a kind no subscriber wrote."""
+    got: defaultdict = defaultdict(int)
+    for r in logs.where(F.col("pos") < 0).groupBy("pos").agg(
+            F.sum("event").alias("n"), F.sum(TIME).alias("x"), F.max("event").alias("most")).collect():
+        for key in ("n", "x", "most"):
+            got[r["pos"], key] = int(r[key] or 0)
+    return got
