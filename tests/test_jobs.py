@@ -87,6 +87,11 @@ def test_tno_ordering_job_checks_tno_over_scribe(tiny):
     # groups that follow subscriptions are never larger than the superset of every subscription
     changing = t.loc[["tno_subscription_changes", "tno_dynamic_groups"], "mean_timestamp_entries"]
     assert changing["tno_dynamic_groups"] <= changing["tno_subscription_changes"]
+    assert t.loc["tno_dynamic_groups", "violating_pairs"] == 0
+    assert t.loc["tno_dynamic_groups", "undelivered"] == 0
+    # groups that follow subscriptions are never larger than the superset of every subscription
+    changing = t.loc[["tno_subscription_changes", "tno_dynamic_groups"], "mean_timestamp_entries"]
+    assert changing["tno_dynamic_groups"] <= changing["tno_subscription_changes"]
     assert t.loc["no_ordering", "violating_pairs"] > 0     # the jittered Scribe ENS does reorder
     assert t.loc["tno_unreliable", "lost"] > 0 and t.loc["tno_unreliable", "out_of_order_tags"] > 0
     assert (folder / "buffering_delay_cdf.png").stat().st_size > 0
