@@ -198,6 +198,36 @@ class Failures:
         return failing
 
 
+OVERLAYS = ("converged", "joined")
+JOIN_PHASES = ("none", "rows", "tables")   # pastry.joins.IMPROVE
+
+
+@dataclass(frozen=True)
+class Growth:
+    """`overlay`: the converged construction, or an overlay grown by Pastry's joins (P1, P2, S1, S2)."""
+
+    overlay: str = knob("converged", "how the overlay is built: converged (every routing-table entry the "
+                                     "proximity-nearest valid node) or joined (grown by Pastry's join "
+                                     "protocol from a converged seed)", choices=OVERLAYS)
+    join_initial: int = count(500, "joined overlay: nodes that start converged", lo=2,
+                              only_with=("overlay", "joined"))
+    join_batch: int = count(500, "joined overlay: newcomers joining concurrently in one batch",
+                            only_with=("overlay", "joined"))
+    join_improve: str = knob("tables", "joined overlay: the second join phase (none, rows, tables)",
+                             choices=JOIN_PHASES, only_with=("overlay", "joined"))
+
+    def validate_growth(self, least: int, most: int, leaf_set: int) -> None:
+        """Check a joined overlay's seed fits every size (`least`..`most`) and its batches are bounded."""
+        if self.overlay != "joined":
+            return
+        _require(leaf_set < self.join_initial < least, "join_initial",
+                 f"must be above leaf_set ({leaf_set}) and below the overlay's size ({least} nodes)",
+                 self.join_initial)
+        batches = math.ceil((most - self.join_initial) / self.join_batch)
+        _bounded_work("'nodes', 'join_initial' and 'join_batch'", batches, JOIN_BATCHES_MAX, "join batches",
+                      "raise 'join_batch'")
+
+
 @dataclass(frozen=True)
 class Replicas:
     """`replicas`, the root's leaf-set nodes that replicate its topic state (S3, churn), and its check."""
@@ -283,7 +313,7 @@ def node_counts(default: Any, doc: str, least: int = 2) -> Any:
 
 
 @dataclass(frozen=True)
-class PastryHopsParams(AnyProximity):
+class PastryHopsParams(Growth, AnyProximity):
     """P1 + P2: hops and relative route distance vs overlay size."""
 
     nodes: tuple[int, ...] = node_counts((1000, 3000, 10000, 30000, 100000),
@@ -295,6 +325,7 @@ class PastryHopsParams(AnyProximity):
 
     def validate(self) -> None:
         self.validate_overlay()
+        self.validate_growth(min(self.nodes), max(self.nodes), self.leaf_set)
         _require_partitions(self.partitions, max(self.nodes))
 
     def needs(self) -> list[tuple[Any, int, str]]:
@@ -330,7 +361,7 @@ class PastryJoinsParams(AnyProximity):
 
 
 @dataclass(frozen=True)
-class ScribeParams(TopicWorkload, OnRouters):
+class ScribeParams(Growth, TopicWorkload, OnRouters):
     """S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
 
     nodes: int = node_counts(100_000, "Scribe (Pastry) nodes, attached to random stub routers by 1 ms LAN "
@@ -349,6 +380,7 @@ class ScribeParams(TopicWorkload, OnRouters):
     def validate(self) -> None:
         self.validate_topics(self.nodes)
         self.validate_overlay()
+        self.validate_growth(self.nodes, self.nodes, self.leaf_set)
         _require_partitions(self.partitions, self.nodes)
 
     def needs(self) -> list[tuple[Any, int, str]]:

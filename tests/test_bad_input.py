@@ -125,6 +125,12 @@ CASES = [
     ("tno_ordering", ["--set", "engine=gpu"], "key 'engine'"),
     ("tno_ordering", ["--set", "topology.transit_domains=0"], "key 'topology.transit_domains'"),
     ("no_such_job", [], "unknown experiment"),
+    ("pastry_hops", ["--set", "join_batch=100"], "key 'join_batch': only used with overlay = 'joined'"),
+    ("pastry_hops", ["--set", "overlay=grown"], "key 'overlay'"),
+    ("pastry_hops", ["--set", "overlay=joined", "--set", "join_initial=1000"], "key 'join_initial'"),
+    ("scribe_multicast", ["--set", "overlay=joined", "--set", "join_initial=8"], "key 'join_initial'"),
+    ("scribe_multicast", ["--set", "overlay=joined", "--set", "join_batch=1"],
+     "keys 'nodes', 'join_initial'"),
     # what the run needs, beyond each value's own range
     ("pastry_hops", ["--set", "proximity=matrix", "--set", "matrix={tmp}/colocated.txt", "--set", "nodes=[3]",
                      "--set", "leaf_set=2", "--set", "neighborhood=1"],

@@ -59,6 +59,25 @@ def test_superstep_trees_equal_sequential_scribe(world):
     assert roots == seq.roots
 
 
+@pytest.mark.slow
+def test_trees_on_an_overlay_grown_by_joins_equal_sequential_scribe(world, spark):
+    """On a joined overlay (not every entry the nearest node) the supersteps still follow its state."""
+    from scribe_spark.pastry import joins
+    grown, _ = joins.grow(spark, world["ring"], 300, 600, np.random.default_rng(5), "rows")
+    state = {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in grown.state.collect()}
+    assert state != world["state"]          # a different overlay from the converged one
+    trees = tr.subscribe(grown, world["topics"], world["subs"])
+    seq = SequentialScribe(world["ring"], state, world["topics"])
+    for t, s in zip(world["sub_t"], world["sub_n"]):
+        seq.subscribe(int(t), int(s))
+    assert _edges(trees.edges) == seq.edges()
+    ints = node_ints(world["ring"])
+    roots = trees.roots.toPandas().set_index("topic").node
+    assert all(roots[t] == closest_brute(ints, key)
+               for t, key in enumerate(int_ids(world["topics"].hi, world["topics"].lo)))
+    grown.unpersist()
+
+
 def test_roots_are_numerically_closest_and_trees_are_acyclic(world):
     ring, topics = world["ring"], world["topics"]
     roots = world["trees"].roots.toPandas().set_index("topic").node

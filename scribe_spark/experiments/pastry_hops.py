@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from scribe_spark import ids
 from scribe_spark import report as plots
 from scribe_spark.config import PastryHopsParams
+from scribe_spark.experiments import overlays
 from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
@@ -67,7 +68,7 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
     n = ring.n
     t0 = time.time()
     run.log(f"N={n} {mode}: building node state")
-    overlay = ov.build_overlay(spark, ring, mode, seed=p.seed, partitions=p.partitions or None)
+    overlay = overlays.build(spark, ring, p, run, mode, partitions=p.partitions or None)
     t_build = time.time() - t0
     msgs = ov.lookups(spark, ring, p.lookups, stream(p.seed, Purpose.LOOKUPS, n))
     t1 = time.time()
@@ -151,7 +152,8 @@ def _summary(outcome: Outcome, p: PastryHopsParams, run: Run) -> None:
         .rename(columns={m: f"rel_distance_{m}" for m in MODES}).reset_index(), on="nodes")
     run.path("summary.md").write_text(
         f"# pastry_hops\n\nb = {p.b}, |L| = {p.leaf_set}, |M| = {p.neighborhood}, proximity model "
-        f"`{p.proximity}`, {p.lookups:,} lookups between random node pairs per size, seed {p.seed}.\n\n"
+        f"`{p.proximity}`, {p.lookups:,} lookups between random node pairs per size, seed {p.seed}.\n"
+        + overlays.described(p) + "\n"
         + plots.markdown_table(table) + "\n\n"
         "mean_hops/max_hops use proximity neighbor selection; rel_distance is the mean of "
         "(route distance / direct distance source -> destination). For comparison, the Pastry "

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from scribe_spark import bsp, ids
 from scribe_spark import report as plots
 from scribe_spark.config import ScribeParams
+from scribe_spark.experiments import overlays
 from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
@@ -38,7 +39,7 @@ def simulate(p: ScribeParams, run: Run) -> Outcome:
     routers, _ = shared_network(p, p.seed)
     run.log(f"transit-stub network: {routers.n_routers} routers, {len(routers.edges)} links")
     ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers)
-    overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed, partitions=p.partitions or None)
+    overlay = overlays.build(spark, ring, p, run, partitions=p.partitions or None)
     t["state_build_s"] = time.time() - t0
     run.log(f"Pastry state for {p.nodes} nodes built ({t['state_build_s']:.1f}s)")
     w = _workload(spark, p, ring, run)
@@ -258,6 +259,6 @@ def _summary(outcome: Outcome, p: ScribeParams, run: Run) -> None:
         f"{delay.publisher_to_root_ms.mean():.1f} ms, {delay.publisher_to_root_hops.mean():.2f} hops; "
         "`publisher_to_root_*` in delay.csv), then sent down the tree. RMD and RAD compare the delays from "
         "the root, as the Scribe paper does; IP multicast is the shortest-path tree from the root's "
-        "router; link stress counts router-to-router links only.\n\n"
+        "router; link stress counts router-to-router links only.\n" + overlays.described(p) + "\n"
         + plots.markdown_table(headline) + "\n\nTimings (s): "
         + ", ".join(f"{k} {v:.1f}" for k, v in notes["seconds"].items()) + "\n")
