@@ -27,6 +27,7 @@ class Purpose:
     RECOVERY = 10            # tno_ordering: gap recovery's delays
     CHURN = 11               # churn: sessions, arrivals and checks
     KEYS = 11                # tno_ordering: the keys of the ENS's jitter and loss draws
+    GROWTH = 12              # overlay = joined: the order in which nodes join (P1/P2, S1/S2)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -20,7 +20,7 @@ def build(spark: SparkSession, ring: Ring, p: Growth, run: Run, mode: str = "pro
     if p.overlay == "converged" or mode != "proximity":
         return ov.build_overlay(spark, ring, mode, seed=seed, partitions=partitions)
     t0 = time.time()
-    order = stream(seed, Purpose.JOIN_ORDER, ring.n)
+    order = stream(seed, Purpose.GROWTH, ring.n)   # apart from the workload's streams
     overlay, counts = joins.grow(spark, ring, p.join_initial, p.join_batch, order, p.join_improve)
     messages = sum(counts.values())
     run.log(f"{ring.n:,} nodes joined from {p.join_initial:,} in batches of {p.join_batch:,} "
