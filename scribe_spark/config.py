@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scribe_spark import laws, sizes
+from scribe_spark import laws, sessions, sizes
 from scribe_spark.knobs import INT_MAX, ConfigError, count, knob, share
 from scribe_spark.topology import MODELS, load_matrix
 
@@ -606,22 +606,50 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
     epochs: int = count(8, "epochs simulated", hi=10_000, why_hi="each epoch is several Spark jobs")
     epoch_s: float = knob(60.0, "one epoch: departures, checks before repair, repair, joins, checks after",
                           unit="s", lo=0.0, hi=86_400.0, lo_open=True)
-    mean_session_s: float = knob(1800.0, "mean session time", unit="s", lo=0.0, hi=1e9, lo_open=True)
+    session: str = knob("exponential", "session-time law: exponential, weibull, pareto, or trace (the "
+                                       "sessions of the file `trace`)", choices=(*sessions.LAWS, "trace"))
+    mean_session_s: float = knob(1800.0, "mean session time (not used with a trace)", unit="s", lo=0.0,
+                                 hi=1e9, lo_open=True)
+    weibull_shape: float = knob(1.0, "Weibull shape k (1 = exponential; below 1, more short and long "
+                                     "sessions)", lo=0.05, hi=100.0, only_with=("session", "weibull"))
+    pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean; up to 2 the variance is "
+                                    "infinite)", lo=1.0, hi=100.0, lo_open=True,
+                               only_with=("session", "pareto"))
+    trace: str = knob("", "session trace (CSV with header node,start_s,end_s; one row per session, in s "
+                          "from the run's start)", only_with=("session", "trace"))
     lookups: int = count(20_000, "random keys from random live members, per check")
     topics: int = count(30, "Scribe topics")
 
     def validate(self) -> None:
         least = 2 * (self.leaf_set + 2)
         _require(self.nodes >= least, "nodes", f"must be >= 2 (leaf_set + 2) = {least}", self.nodes)
-        _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
-                 "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)",
-                 self.mean_session_s)
+        if self.session == "trace":
+            self.validate_trace()
+        else:
+            _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
+                     "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)",
+                     self.mean_session_s)
         self.validate_topics(self.nodes)
         self.validate_replicas(self.leaf_set)
         self.validate_overlay()
 
+    def validate_trace(self) -> None:
+        """Check the trace file: readable, well formed, `nodes` sessions under way at time 0."""
+        _require(bool(self.trace), "trace", "must name a session trace file when session = 'trace'",
+                 self.trace)
+        _require(is_file(self.trace), "trace", "file not found", self.trace)
+        try:
+            trace = sessions.read_trace(self.trace)
+        except ValueError as e:
+            raise ConfigError(f"key 'trace': {e} ({self.trace})") from None
+        online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
+        _require(online == self.nodes, "nodes", f"must equal the trace's sessions under way at time 0 "
+                 f"({online})", self.nodes)
+
     def peak_nodes(self) -> int:
-        """Members and the pool of newcomers."""
+        """Members and the pool of newcomers (with a trace: one node id per session)."""
+        if self.session == "trace" and is_file(self.trace):
+            return len(sessions.read_trace(self.trace))
         return 2 * self.nodes
 
     def needs(self) -> list[tuple[Any, int, str]]:

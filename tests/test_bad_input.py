@@ -24,6 +24,9 @@ def _files(tmp):
     (tmp / "latin1.toml").write_bytes(b"nodes = [1000]   # Gr\xfc\xdfe\n")   # not UTF-8
     (tmp / "colocated.txt").write_text("0 1 2\n1 0 0\n2 0 0\n")       # sites 1 and 2: no delay between them
     (tmp / "slow.txt").write_text("0 1 2\n1 0 1e9\n2 1e9 0\n")        # a link of 11 days
+    (tmp / "trace.csv").write_text("node,start_s,end_s\n" + "".join(f"{i},0,{100 + i}\n" for i in range(50)))
+    (tmp / "overlap.csv").write_text("node,start_s,end_s\n" + "".join(f"{i % 45},{i},{100 + i}\n"
+                                                                      for i in range(50)))
 
 
 CASES = [
@@ -125,6 +128,16 @@ CASES = [
     ("tno_ordering", ["--set", "engine=gpu"], "key 'engine'"),
     ("tno_ordering", ["--set", "topology.transit_domains=0"], "key 'topology.transit_domains'"),
     ("no_such_job", [], "unknown experiment"),
+    ("churn", ["--set", "session=lognormal"], "key 'session'"),
+    ("churn", ["--set", "weibull_shape=0.5"], "key 'weibull_shape': only used with session = 'weibull'"),
+    ("churn", ["--set", "session=pareto", "--set", "pareto_shape=1"], "key 'pareto_shape'"),
+    ("churn", ["--set", "session=trace"], "key 'trace': must name a session trace file"),
+    ("churn", ["--set", "session=trace", "--set", "trace={tmp}/nowhere.csv"], "key 'trace': file not found"),
+    ("churn", ["--set", "session=trace", "--set", "trace={tmp}/colocated.txt"],
+     "key 'trace': its header must"),
+    ("churn", ["--set", "session=trace", "--set", "trace={tmp}/overlap.csv"], "overlapping sessions"),
+    ("churn", ["--set", "session=trace", "--set", "trace={tmp}/trace.csv"],
+     "key 'nodes': must equal the trace's sessions under way at time 0 (50)"),
     ("pastry_hops", ["--set", "join_batch=100"], "key 'join_batch': only used with overlay = 'joined'"),
     ("pastry_hops", ["--set", "overlay=grown"], "key 'overlay'"),
     ("pastry_hops", ["--set", "overlay=joined", "--set", "join_initial=1000"], "key 'join_initial'"),
@@ -164,7 +177,8 @@ def test_bad_input_is_one_line_before_spark(tmp_path, capsys, name, args, reason
     assert len(err) == 1 and err[0].startswith(f"{name}: error: ") and reason in err[0], err
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "broken.toml", "colocated.txt",
-                                                          "latin1.toml", "odd.txt", "slow.txt", "three.txt"]
+                                                          "latin1.toml", "odd.txt", "overlap.csv", "slow.txt",
+                                                          "three.txt", "trace.csv"]
 
 
 def test_there_are_at_least_30_bad_inputs_across_all_jobs():

@@ -93,7 +93,7 @@ def test_the_parts_of_the_library_import_each_other_in_one_direction():
 def test_experiments_never_import_the_run_machinery_and_config_nothing_above_it():
     graph = _layer_graph()
     assert "cli" not in graph["experiments"]
-    assert graph["config"] <= {"knobs", "laws", "sizes", "topology"}
+    assert graph["config"] <= {"knobs", "laws", "sessions", "sizes", "topology"}
 
 
 def test_a_module_named_in_a_string_is_an_edge(tmp_path):

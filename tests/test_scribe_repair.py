@@ -12,7 +12,7 @@ from scribe_spark.scribe import reliable
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from tests.helpers import adaptive_execution_off, small_ring
+from tests.helpers import ROOT, adaptive_execution_off, small_ring
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +193,26 @@ def test_churn_job(tiny):
     assert (t.topics_lost == 0).all()          # this seed never fails a root together with all its replicas
     assert (t.event_delivery_after_repair == 1.0).all()
     assert (t.event_delivery_before_repair < 1.0).any()
+
+
+@pytest.mark.slow
+def test_churn_replays_a_session_trace(spark, tmp_path):
+    """session = trace: who leaves and who joins in each epoch is the trace's, and repair still holds."""
+    from scribe_spark import cli
+    rng = np.random.default_rng(9)
+    first = rng.uniform(10, 1000, 400)                       # 400 under way at time 0
+    starts = rng.uniform(0.5, 120, 60)                       # 60 arrive during the two epochs
+    rows = [f"n{i},-100,{e:.3f}" for i, e in enumerate(first)]
+    rows += [f"m{i},{s:.3f},{s + rng.uniform(200, 900):.3f}" for i, s in enumerate(starts)]
+    trace = tmp_path / "sessions.csv"
+    trace.write_text("node,start_s,end_s\n" + "\n".join(rows) + "\n")
+    conf = ROOT / "conf" / "tiny" / "churn.toml"
+    assert cli.main("churn", ["--conf", str(conf), "--set", "session=trace", "--set", f"trace={trace}",
+                              "--out", str(tmp_path / "out")]) == 0
+    t = pd.read_csv(tmp_path / "out" / "churn" / "churn.csv")
+    first, starts = np.round(first, 3), np.round(starts, 3)
+    assert list(t.joined) == [int(((starts > 0) & (starts <= 60)).sum()), int((starts > 60).sum())]
+    assert list(t.left) == [int((first < 60).sum()), int(((first >= 60) & (first < 120)).sum())]
+    assert (t.lookups_correct_after_repair == 1.0).all() and (t.event_delivery_after_repair == 1.0).all()
+    assert "sessions replayed from sessions.csv (460 sessions)" in \
+        (tmp_path / "out" / "churn" / "summary.md").read_text()

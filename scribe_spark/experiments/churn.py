@@ -1,9 +1,11 @@
 """Churn run: nodes leave and join continuously while lookups and Scribe events go on.
 
-`nodes` members start converged, with Scribe trees for `topics` topics. Every member has an
-exponential session time (mean `mean_session_s`); newcomers arrive as a Poisson process whose
-rate, nodes / mean_session_s, keeps the size steady, from a pool of fresh ids. Time advances in
-epochs of `epoch_s`. In each epoch:
+`nodes` members start converged, with Scribe trees for `topics` topics. Every member has a
+session time drawn from `session`'s law (exponential, Weibull or Pareto, mean `mean_session_s`;
+the members at the start draw what remains of a session under way); newcomers arrive as a Poisson
+process whose rate, nodes / mean_session_s, keeps the size steady, from a pool of fresh ids. With
+`session = "trace"` the file's sessions decide who is online when, each session a node id of its
+own. Time advances in epochs of `epoch_s`. In each epoch:
 
 1. the members whose sessions end in the epoch leave silently;
 2. before anyone notices: `lookups` random keys from random live members are routed (a node
@@ -41,9 +43,11 @@ from scribe_spark.reference import closest
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, TOPIC
+from scribe_spark.sessions import SessionLaw, read_trace
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads import scribe_groups
+from scribe_spark.workloads.churn_models import LawChurn, TraceChurn
 from scribe_spark.workloads.network import make_ring, shared_network
 
 
@@ -63,6 +67,14 @@ def _delivery(overlay, trees, subs: pd.DataFrame, dead: np.ndarray, lost: set[in
     return float(got.mean()), len(live)
 
 
+def churn_model(p: ChurnParams) -> LawChurn | TraceChurn:
+    """The run's churn: a session law of mean `mean_session_s`, or the sessions of a trace."""
+    if p.session == "trace":
+        return TraceChurn(read_trace(p.trace), p.trace)
+    shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
+    return LawChurn(SessionLaw(p.session, p.mean_session_s, shape), p.nodes)
+
+
 def simulate(p: ChurnParams, run: Run) -> Outcome:
     """Simulate `epochs` epochs of churn: one row per epoch."""
     with bsp.quiet():   # one line per epoch, not the superstep lines of every lookup, repair and join
@@ -80,12 +92,14 @@ class _World:
     ends: np.ndarray           # each node's session end (s); inf for a newcomer still in the pool
     pool: Iterator[int]        # ids of the newcomers not yet joined
     lost: set[int]             # topics whose new root lacked the replicated state
+    model: LawChurn | TraceChurn   # sessions under way at the start, and arrivals
 
 
 def _churn(p: ChurnParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    universe = 2 * p.nodes                        # the first `nodes` start as members, the rest are newcomers
+    model = churn_model(p)
+    universe = model.universe                     # the first `nodes` start as members, the rest are newcomers
     ring = make_ring(universe, p, stream(p.seed, None, universe), routers, matrix)
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
     members = np.arange(p.nodes)
@@ -93,14 +107,14 @@ def _churn(p: ChurnParams, run: Run) -> Outcome:
     alive = np.zeros(universe, dtype=bool)
     alive[members] = True
     ends = np.full(universe, np.inf)
-    ends[members] = rng.exponential(p.mean_session_s, p.nodes)   # residual sessions (memoryless)
+    ends[members] = model.start(rng)              # what remains of the sessions under way at time 0
     topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)
     subs = pd.DataFrame({TOPIC: sub_t, NODE: sub_n})
     subs_df = tr.subscriptions_frame(spark, sub_t, sub_n)
     world = _World(ring, overlay, tr.subscribe(overlay, topics, subs_df), alive, ends,
-                   iter(range(p.nodes, universe)), set())
-    run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; mean session "
-            f"{p.mean_session_s:.0f}s, epochs of {p.epoch_s:.0f}s")
+                   iter(range(p.nodes, universe)), set(), model)
+    run.log(f"{p.nodes} members, {p.topics} topics, {len(subs)} subscriptions; {model.describe()}, "
+            f"epochs of {p.epoch_s:.0f}s")
     rows = [_epoch(p, run, world, e, topics, subs, subs_df, rng) for e in range(p.epochs)]
     world.overlay.state.unpersist()
     return Outcome({"churn": pd.DataFrame(rows)}, {"subscriptions": len(subs)})
@@ -155,14 +169,14 @@ def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFra
 def _joins(p: ChurnParams, w: _World, repaired, trees, topics, until: float,
            rng: np.random.Generator) -> tuple[np.ndarray, dict, int]:
     """The epoch's newcomers join (Poisson arrivals); a root that is no longer the topicId's hands over."""
-    arrivals = rng.poisson(p.nodes * p.epoch_s / p.mean_session_s)
-    xs = np.array([next(w.pool) for _ in range(arrivals)], dtype=np.int64)
+    ends = w.model.arriving(until, p.epoch_s, rng)
+    xs = np.array([next(w.pool) for _ in range(len(ends))], dtype=np.int64)
     join_counts: dict = {}
     w.overlay, w.trees, handoffs = repaired, trees, 0
     if len(xs):
         w.overlay, join_counts = joins.join_batch(repaired, np.flatnonzero(w.alive), xs)
         w.alive[xs] = True
-        w.ends[xs] = until + rng.exponential(p.mean_session_s, len(xs))
+        w.ends[xs] = ends
         w.trees, handoffs = rp.handoff(w.overlay, topics, w.trees)
     return xs, join_counts, handoffs
 
@@ -179,7 +193,8 @@ def _check_roots(w: _World, topics, e: int) -> None:
 def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
     """Plot lookup correctness and event delivery per epoch, before and after repair; summarise."""
     table = outcome.tables["churn"]
-    with plots.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, mean session {p.mean_session_s:.0f}s",
+    sessions = "sessions from a trace" if p.session == "trace" else f"mean session {p.mean_session_s:.0f}s"
+    with plots.figure(run.path("churn.png"), f"churn: {p.nodes} nodes, {sessions}",
                       "time (s)", "share") as ax:
         ax.plot(table.time_s, table.lookups_correct_before_repair, "-o", ms=3,
                 label="lookups correct, before repair")
@@ -188,8 +203,8 @@ def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
         ax.plot(table.time_s, table.lookups_correct_after_repair, "--", label="lookups correct, after repair")
         ax.plot(table.time_s, table.event_delivery_after_repair, ":", label="events delivered, after repair")
     run.path("summary.md").write_text(
-        f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), exponential sessions "
-        f"with mean {p.mean_session_s:.0f} s, Poisson arrivals at {p.nodes / p.mean_session_s:.3f}/s, "
+        f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), "
+        f"{churn_model(p).describe()}, "
         f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {outcome.notes['subscriptions']} "
         f"initial subscriptions (newcomers do not subscribe); {p.lookups:,} lookups per check; seed "
         f"{p.seed}. Per epoch, the leaving nodes go silently at its start; 'before repair' is measured "

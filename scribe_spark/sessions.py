@@ -1,0 +1,98 @@
+"""Session-time laws of churning nodes and session traces: the math alone, below parameters and workloads.
+
+A law gives two draws: a newcomer's whole session, and the residual session of a node already
+online when the run starts in steady state (the equilibrium law, density (1 - F(x)) / mean).
+For the exponential law both are the same law (it is memoryless); for the others the residual
+is longer on average, as the nodes seen online at a random moment are biased to long sessions.
+Arrivals at rate nodes / mean keep the expected size steady whatever the law (Little's law).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+LAWS = ("exponential", "weibull", "pareto")
+TRACE_COLUMNS = ("node", "start_s", "end_s")
+
+
+@dataclass(frozen=True)
+class SessionLaw:
+    """A session-time law by its mean and shape (Weibull k > 0; Pareto alpha > 1; unused for exponential)."""
+
+    kind: str
+    mean_s: float
+    shape: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LAWS:
+            raise ValueError(f"session law must be one of {', '.join(LAWS)} (got {self.kind!r})")
+        if self.kind == "pareto" and not self.shape > 1:
+            raise ValueError(f"a Pareto session law needs shape > 1 for a finite mean (got {self.shape})")
+        if self.kind == "weibull" and not self.shape > 0:
+            raise ValueError(f"a Weibull session law needs shape > 0 (got {self.shape})")
+
+    @property
+    def scale(self) -> float:
+        """The law's scale: the exponential mean, Weibull's lambda, Pareto's minimum x_m."""
+        if self.kind == "weibull":
+            return self.mean_s / math.gamma(1 + 1 / self.shape)
+        if self.kind == "pareto":
+            return self.mean_s * (self.shape - 1) / self.shape
+        return self.mean_s
+
+    def sessions(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Whole sessions of `n` newcomers (s)."""
+        if self.kind == "weibull":
+            return self.scale * rng.weibull(self.shape, n)
+        if self.kind == "pareto":
+            return self.scale * (1 + rng.pareto(self.shape, n))   # numpy's Pareto is Lomax: shift by 1
+        return rng.exponential(self.mean_s, n)
+
+    def residuals(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """What remains of the sessions of `n` nodes online at a random moment of the steady state (s)."""
+        if self.kind == "weibull":
+            # F_e(x) = P(1/k, (x / lambda)^k): (x / lambda)^k is Gamma(1/k, 1)
+            return self.scale * rng.gamma(1 / self.shape, 1.0, n) ** (1 / self.shape)
+        if self.kind == "pareto":
+            # F_e(x) = x / mean below x_m, 1 - (x_m / x)^(alpha - 1) / alpha above: invert it
+            a, u = self.shape, rng.random(n)
+            low = u <= (a - 1) / a
+            out = np.empty(n)
+            out[low] = u[low] * self.mean_s
+            out[~low] = self.scale * (a * (1 - u[~low])) ** (-1 / (a - 1))
+            return out
+        return rng.exponential(self.mean_s, n)
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """Read a session trace (CSV: node, start_s, end_s; one row per session); raise ValueError naming
+    the first problem. Rows come back sorted by start, then node."""
+    try:
+        t = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read it as CSV ({e})") from None
+    if tuple(t.columns) != TRACE_COLUMNS:
+        got = ",".join(map(str, t.columns))
+        raise ValueError(f"its header must be {','.join(TRACE_COLUMNS)} (got {got})")
+    if t.empty:
+        raise ValueError("it has no sessions")
+    for c in ("start_s", "end_s"):
+        values = pd.to_numeric(t[c], errors="coerce")
+        bad = ~np.isfinite(values.to_numpy(dtype=float))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"row {row + 2}: {c} must be a finite number (got {t[c].iloc[row]!r})")
+        t[c] = values.astype(float)
+    short = np.flatnonzero(~(t.start_s.to_numpy() < t.end_s.to_numpy()))
+    if len(short):
+        raise ValueError(f"row {short[0] + 2}: a session must end after it starts")
+    t["node"] = t["node"].astype(str)
+    t = t.sort_values(["start_s", "node"], kind="stable").reset_index(drop=True)
+    for node, s in t.groupby("node", sort=False):
+        if (s.start_s.to_numpy()[1:] < s.end_s.to_numpy()[:-1]).any():
+            raise ValueError(f"node {node!r} has overlapping sessions")
+    return t
