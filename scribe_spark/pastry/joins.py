@@ -48,6 +48,7 @@ from scribe_spark.pastry.failures import (
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, STATE_SCHEMA, Overlay, messages_frame, next_hop
 from scribe_spark.spark.arrow import batch_columns, local_frame, values_offsets
+from scribe_spark.spark.shared import share
 from scribe_spark.topology import Proximity
 
 _log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def initial_overlay(spark: SparkSession, ring: Ring, members: np.ndarray) -> Ove
                          to_full(kernels.neighborhood_sets(sub, local)))
     state = local_frame(spark, pa.Table.from_batches([batch]), STATE_SCHEMA).persist()
     bsp.rows(state)
-    return Overlay(ring, spark.sparkContext.broadcast(ring), state, "proximity")
+    return Overlay(ring, share(spark.sparkContext, ring), state, "proximity")
 
 
 def _valid(ring: Ring, x: int, cand: np.ndarray, r: int, c: int) -> np.ndarray:

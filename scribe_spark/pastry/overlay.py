@@ -31,6 +31,7 @@ from scribe_spark.spark.arrow import (
     local_frame,
     values_offsets,
 )
+from scribe_spark.spark.shared import share
 
 _log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
     if mode not in ("proximity", "random"):
         raise ValueError(f"mode: must be 'proximity' or 'random' (got {mode!r})")
     sc = spark.sparkContext
-    ring_bc = sc.broadcast(ring)
+    ring_bc = share(sc, ring)
     state = (spark.range(ring.n, numPartitions=partitions or state_partitions(sc, ring.n))
              .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)
              .repartition(partitions or resident_partitions(sc, ring.n), ID)

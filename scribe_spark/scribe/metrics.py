@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from scribe_spark import topology
 from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions, with_distance
 from scribe_spark.scribe.trees import NODE, TOPIC, Trees, multicast
+from scribe_spark.spark.shared import share
 
 _log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees,
     """
     sc = trees.edges.sparkSession.sparkContext
     routers_bc = sc.broadcast((routers.pred, routers.link_index(), len(routers.edges)))
-    sites_bc = sc.broadcast(overlay.ring.prox.site)
+    sites_bc = share(sc, overlay.ring.prox.site)
     scribe = (trees.edges.select(TOPIC, F.col(DST).alias("a"), F.col(SRC).alias("b"))
               .mapInArrow(_link_counts_task(routers_bc, sites_bc), "link long, copies long")
               .groupBy("link").agg(F.sum("copies").alias("copies")))

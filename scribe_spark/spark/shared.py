@@ -1,0 +1,124 @@
+"""Read-only arrays every task reads, shipped once per machine as memory-mapped files.
+
+A broadcast variable is unpickled into each Python worker, so a machine with 15 workers holds 15
+copies of the ring (about 52 B per node each, plus the router delays). `share` writes an object's
+large arrays once as `.npy` files, ships them with `SparkContext.addFile` (once per executor)
+and broadcasts a small stub in their place: each worker maps the files read-only, and the
+operating system's page cache holds one copy for every process of the machine.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import tempfile
+import uuid
+from dataclasses import is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from pyspark import SparkContext, SparkFiles
+from pyspark.broadcast import Broadcast
+
+_log = logging.getLogger(__name__)
+
+SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broadcast stub
+_FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
+_OPENED: dict[str, Any] = {}  # a worker's mapped objects, by folder name
+
+T = TypeVar("T")
+
+
+def _cleanup() -> None:
+    for folder in _FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+atexit.register(_cleanup)
+
+
+class _Mapped:
+    """A pickled reference to one shared array: the name of its file among SparkFiles."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+
+def _open_array(file: str) -> np.ndarray:
+    """Map one shared array read-only, from where SparkFiles fetched it on this executor."""
+    return np.load(SparkFiles.get(file), mmap_mode="r")
+
+
+def _stub(obj: Any, folder: Path, prefix: str) -> _Frozen:
+    """Write a dataclass's large arrays (fields and attributes `__post_init__` derived) to `folder`;
+    return it frozen, with those arrays `_Mapped` and dataclass fields frozen in turn."""
+    values: dict[str, Any] = {}
+    for name, value in vars(obj).items():
+        if isinstance(value, np.ndarray) and value.nbytes >= SHARED_MIN_BYTES:
+            file = f"{prefix}.{name}.npy"
+            np.save(folder / file, np.ascontiguousarray(value))
+            value = _Mapped(file)
+        elif is_dataclass(value) and not isinstance(value, type):
+            value = _stub(value, folder, f"{prefix}.{name}")
+        values[name] = value
+    return _Frozen(type(obj), values)
+
+
+class _Frozen:
+    """A dataclass instance by its class and attributes, rebuilt on unpickling without running
+    `__post_init__` (whose work, such as the ring's sort, was done on the driver)."""
+
+    def __init__(self, cls: type, values: dict) -> None:
+        self.cls, self.values = cls, values
+
+
+def _rebuild(frozen: _Frozen | _Mapped) -> Any:
+    if isinstance(frozen, _Mapped):
+        return _open_array(frozen.file)
+    obj = object.__new__(frozen.cls)
+    for k, v in frozen.values.items():
+        if isinstance(v, _Mapped):
+            v = _open_array(v.file)
+        elif isinstance(v, _Frozen):
+            v = _rebuild(v)
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+def _thaw(key: str, frozen: _Frozen | _Mapped) -> Any:
+    """Unpickling a shared object in a worker: map its arrays once per process."""
+    if key not in _OPENED:
+        if len(_OPENED) > 16:     # a run shares a few objects at a time; maps are cheap to reopen
+            _OPENED.clear()
+        _OPENED[key] = _rebuild(frozen)
+    return _OPENED[key]
+
+
+class _Shared:
+    """What the broadcast carries: a key and the object with its large arrays left out."""
+
+    def __init__(self, key: str, frozen: _Frozen | _Mapped) -> None:
+        self.key, self.frozen = key, frozen
+
+    def __reduce__(self):
+        return _thaw, (self.key, self.frozen)
+
+
+def share(sc: SparkContext, obj: T) -> Broadcast:
+    """Broadcast an array, or a dataclass whose large NumPy arrays (its own, or those of dataclass
+    fields), so that the arrays reach every worker as read-only memory-mapped files, one copy per
+    machine. The broadcast's value is the object in the workers; on the driver, use the object."""
+    folder = Path(tempfile.mkdtemp(prefix="scribe-shared-"))
+    _FOLDERS.append(folder)
+    key = uuid.uuid4().hex
+    if isinstance(obj, np.ndarray):
+        np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
+        frozen: _Frozen | _Mapped = _Mapped(f"{key}.npy")
+    else:
+        frozen = _stub(obj, folder, key)
+    for file in sorted(folder.iterdir()):
+        sc.addFile(str(file))     # files, not the folder: addFile takes no local folder on a cluster
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")
+    return sc.broadcast(_Shared(key, frozen))

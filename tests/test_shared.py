@@ -1,0 +1,48 @@
+"""Arrays every task reads, shipped as memory-mapped files: the workers see the driver's values."""
+import numpy as np
+import pyarrow as pa
+
+from scribe_spark import ids, topology
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.spark.shared import SHARED_MIN_BYTES, share
+
+
+def _seen(spark, bc, read):
+    """What one task in a Python worker reads from the broadcast `bc`, by `read(value)`."""
+    def task(batches):
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"out": [repr(read(bc.value))]})
+    return spark.range(1, numPartitions=1).mapInArrow(task, "out string").first().out
+
+
+def test_a_shared_ring_reaches_the_workers_mapped_and_equal(spark):
+    rng = np.random.default_rng(3)
+    n = 20_000                                            # ids and sorted copies above the size that maps
+    hi, lo = ids.random_ids(n, rng)
+    ring = Ring(hi, lo, 4, 16, 32, topology.Proximity("plane", coords=rng.random((n, 2))))
+    assert ring.shi.nbytes >= SHARED_MIN_BYTES
+    bc = share(spark.sparkContext, ring)
+
+    def read(r):
+        mapped = sorted(k for k in ("hi", "lo", "order", "pos", "shi", "slo")
+                        if isinstance(getattr(r, k), np.memmap))
+        return (mapped, isinstance(r.prox.coords, np.memmap), r.prox.coords.flags.writeable, r.token,
+                int(r.shi[::97].sum() % 1_000_003), int(r.pos[::89].sum()), float(r.prox.coords.sum()), r.n)
+    want = (["hi", "lo", "order", "pos", "shi", "slo"], True, False, ring.token,
+            int(ring.shi[::97].sum() % 1_000_003), int(ring.pos[::89].sum()), float(ring.prox.coords.sum()),
+            n)
+    assert _seen(spark, bc, read) == repr(want)
+
+
+def test_small_arrays_and_plain_arrays(spark):
+    site = np.arange(50_000, dtype=np.int32) % 7
+    bc = share(spark.sparkContext, site)
+    assert _seen(spark, bc, lambda a: (type(a).__name__, int(a.sum()), a.dtype.str)) == \
+        repr(("memmap", int(site.sum()), site.dtype.str))
+    rng = np.random.default_rng(4)
+    hi, lo = ids.random_ids(40, rng)                     # a small ring travels inside the stub
+    small = Ring(hi, lo, 4, 16, 32, topology.Proximity("plane", coords=rng.random((40, 2))))
+    bc = share(spark.sparkContext, small)
+    assert _seen(spark, bc, lambda r: (isinstance(r.hi, np.memmap), int(r.order.sum()))) == \
+        repr((False, int(small.order.sum())))
