@@ -23,6 +23,21 @@ def snapshot() -> tuple[dict, dict, dict]:
     return children, rss, cmd
 
 
+def pss(pids, rss: dict) -> dict:
+    """Return the proportional set size (KiB) of each of `pids`: shared pages (a file mapped by every
+    worker) divided among the processes that map them, where RSS counts them in each. A process that
+    is gone keeps its RSS."""
+    out = dict(rss)
+    for p in pids:
+        try:
+            text = open(f"/proc/{p}/smaps_rollup").read()
+        except OSError:
+            continue
+        if "Pss:" in text:
+            out[p] = int(text.split("Pss:")[1].split()[0])
+    return out
+
+
 def tree_pids(roots, children) -> list[int]:
     """Return the pids of the processes under `roots`, roots included."""
     out, stack = [], list(roots)
@@ -53,13 +68,15 @@ def by_role(pids, rss, cmd) -> dict[str, tuple[int, int]]:
 
 
 class PeakSampler:
-    """Sample the summed RSS of a process tree every `every` seconds in a thread; `peak_kb` is the
+    """Sample the summed RSS (with `proportional`, PSS) of a process tree every `every` seconds in a
+    thread; `peak_kb` is the
     maximum, `at_peak` its split by `role` (KiB, and the number of processes of each role) and
     `role_peak_kb` each role's own maximum. With `also`, the tree also takes every process whose
     command line it accepts (a standalone cluster's executors, which are not the pid's children)."""
 
-    def __init__(self, pid: int, every: float = 0.5, also: Callable[[bytes], bool] | None = None) -> None:
-        self.pid, self.every, self.also = pid, every, also
+    def __init__(self, pid: int, every: float = 0.5, also: Callable[[bytes], bool] | None = None,
+                 proportional: bool = False) -> None:
+        self.pid, self.every, self.also, self.proportional = pid, every, also, proportional
         self.peak_kb, self.at_peak, self.role_peak_kb = 0, {}, {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -69,7 +86,8 @@ class PeakSampler:
         while not self._stop.is_set():
             children, rss, cmd = snapshot()
             roots = [self.pid] + ([p for p, c in cmd.items() if self.also(c)] if self.also else [])
-            split = by_role(tree_pids(roots, children), rss, cmd)
+            pids = tree_pids(roots, children)
+            split = by_role(pids, pss(pids, rss) if self.proportional else rss, cmd)
             total = sum(kb for kb, _ in split.values())
             if total > self.peak_kb:
                 self.peak_kb, self.at_peak = total, split
