@@ -46,3 +46,19 @@ def test_small_arrays_and_plain_arrays(spark):
     bc = share(spark.sparkContext, small)
     assert _seen(spark, bc, lambda r: (isinstance(r.hi, np.memmap), int(r.order.sum()))) == \
         repr((False, int(small.order.sum())))
+
+
+def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path):
+    import errno
+
+    from scribe_spark.cli import endings
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(np, "save", full)
+    try:
+        share(None, np.zeros(10))
+    except OSError as e:
+        end = endings.ending(e)
+    assert end.code == endings.EXIT_DISK_FULL and f"the disk of {tmp_path}/scribe-shared-" in end.cause

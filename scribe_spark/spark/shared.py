@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import shutil
 import tempfile
 import uuid
@@ -109,14 +110,19 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     """Broadcast an array, or a dataclass whose large NumPy arrays (its own, or those of dataclass
     fields), so that the arrays reach every worker as read-only memory-mapped files, one copy per
     machine. The broadcast's value is the object in the workers; on the driver, use the object."""
-    folder = Path(tempfile.mkdtemp(prefix="scribe-shared-"))
+    # beside Spark's own scratch files: the disk a user points SPARK_LOCAL_DIRS at for large runs
+    scratch = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+    folder = Path(tempfile.mkdtemp(prefix="scribe-shared-", dir=scratch))
     _FOLDERS.append(folder)
     key = uuid.uuid4().hex
-    if isinstance(obj, np.ndarray):
-        np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
-        frozen: _Frozen | _Mapped = _Mapped(f"{key}.npy")
-    else:
-        frozen = _stub(obj, folder, key)
+    try:
+        if isinstance(obj, np.ndarray):
+            np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
+            frozen: _Frozen | _Mapped = _Mapped(f"{key}.npy")
+        else:
+            frozen = _stub(obj, folder, key)
+    except OSError as e:         # name the folder: a write's error names no file
+        raise OSError(e.errno, e.strerror, str(folder)) from e
     for file in sorted(folder.iterdir()):
         sc.addFile(str(file))     # files, not the folder: addFile takes no local folder on a cluster
     size = sum(p.stat().st_size for p in folder.iterdir())
