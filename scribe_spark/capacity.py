@@ -4,8 +4,8 @@ The estimates are lower bounds of what a run must hold at once (ids, node state,
 delays, topics and subscriptions, simulated events, publication draws), so a refused run
 could never have finished here; a run that passes may still need more (Spark's own overhead
 comes on top). Two budgets are checked:
-the whole run against the machine's memory, and the broadcast ring, which the Python driver
-and every local Python worker hold a copy of, against what the JVM heap
+the whole run against the machine's memory, and the ring, which the Python driver holds and the
+local Python workers map from one shared file (`spark/shared.py`), against what the JVM heap
 (`SCRIBE_DRIVER_MEMORY`) leaves of the machine. Beside them, `peak_warning` compares an estimate
 of an overlay run's peak, from the bytes per node measured at 10,000,000 nodes, with the machine:
 a warning, not a refusal, as that figure is an estimate, not a bound.
@@ -47,12 +47,12 @@ def local_workers(master: str) -> int:
     return 0
 
 
-# in-memory bytes per node of the broadcast ring: hi, lo, order, pos, shi, slo (8 bytes each) and the location
+# in-memory bytes per node of the ring: hi, lo, order, pos, shi, slo (8 bytes each) and the location
 RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 4, "matrix": 48 + 4}
 
 
 def ring_bytes(p: Any) -> int:
-    """Lower bound of one in-memory copy of the broadcast ring (ids, ring order, locations, site delays)."""
+    """Lower bound of one in-memory copy of the ring (ids, ring order, locations, site delays)."""
     size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
     if p.proximity == "transit-stub":
         size += p.topology.routers ** 2 * 4      # the float32 router delays
@@ -62,15 +62,19 @@ def ring_bytes(p: Any) -> int:
 # each kind of process at its own peak in S1 at 10,000,000 nodes (transit-stub, local[2], an 8 GiB
 # heap; the performance page has the runs): the driver JVM's resident memory beyond its heap, the
 # Python driver's bytes per node of the overlay, and each local Python worker's. The peaks need not
-# coincide, so their sum overestimates a run's peak.
+# coincide, so their sum overestimates a run's peak. Those runs unpickled the ring into every worker;
+# the workers now map one shared copy, so the ring's bytes count once for all of them, not in each.
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
 DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
-WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers
+WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers, the ring's copy in each included
 
 
 def expected_peak(p: Any, heap_bytes: int, master: str) -> int:
-    """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak."""
-    per_node = DRIVER_BYTES_PER_NODE + local_workers(master) * WORKER_BYTES_PER_NODE
+    """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak,
+    the workers' ring once (mapped from one file) instead of in each."""
+    workers = local_workers(master)
+    ring = RING_BYTES_PER_NODE.get(p.proximity, 48)
+    per_node = DRIVER_BYTES_PER_NODE + workers * (WORKER_BYTES_PER_NODE - ring) + (ring if workers else 0)
     return heap_bytes + JVM_BEYOND_HEAP + per_node * p.peak_nodes()
 
 
@@ -89,8 +93,9 @@ def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> st
     workers = local_workers(master)
     return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes may need up to about "
             f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
-            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and {WORKER_BYTES_PER_NODE} in each of "
-            f"{workers} local Python workers, each at its peak measured at 10M nodes), more than this "
+            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and about {WORKER_BYTES_PER_NODE} in each "
+            f"of {workers} local Python workers, the ring's share once, each at its peak measured at 10M "
+            "nodes), more than this "
             f"machine's {human_bytes(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 
@@ -123,12 +128,12 @@ def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
                           f"machine's {human_bytes(limit)} of memory; its largest part is {what} "
                           f"({human_bytes(size)}): lower {lower}")
     if has_overlay(p):
-        copies = 1 + local_workers(master)
+        copies = 1 + (local_workers(master) > 0)     # the driver's, and the one the local workers map
         ring = ring_bytes(p) * copies
         if ring > limit - heap_bytes:
             raise ConfigError(
-                f"key 'nodes': the broadcast ring of {p.peak_nodes():,} nodes, held by the Python driver and "
-                f"{copies - 1} local Python worker(s), needs at least {human_bytes(ring)}, more than the "
+                f"key 'nodes': the ring of {p.peak_nodes():,} nodes, held by the Python driver and mapped by "
+                f"the local Python workers, needs at least {human_bytes(ring)}, more than the "
                 f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the "
                 f"JVM heap of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or "
                 "SCRIBE_DRIVER_MEMORY")
