@@ -1,0 +1,397 @@
+"""A plain sequential Pastry in simulated time: keep-alives, failure detection, leaf-set repair and lookups.
+
+One heap of timed events, processed one at a time, with no Spark: the independent reference a
+bulk-synchronous version of the same protocol is checked against, so it follows the model below
+literally and deterministically (the same inputs give the same outputs, to the last float).
+
+**Time and events.** Time is in milliseconds. Events are ordered by (time, priority, sequence):
+priority 0 is a crash, 1 a message arriving, 2 a timer (a keep-alive tick, a probe or request
+timeout, a lookup's retransmission timeout, a lookup being issued); the sequence number counts events
+in the order they are created. So a message arriving at a node at the very time it crashes finds it
+dead, and a reply arriving at the very time its timer expires counts as in time. Events at or after
+`until_ms` are not processed.
+
+**Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
+message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply, lookup
+(also a LOOKUP sent to a dead node). A reply is sent only when its request's arrival is processed,
+so a probe arriving at or after `until_ms` has no reply counted.
+
+**State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
+`routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
+successors nearest first; a flat routing table (-1 empty); a neighbourhood set; and the set of
+nodes it knows dead, empty. The ring must have more than L nodes, so that the two sides are disjoint.
+Nodes crash at the times given (no recovery, no joins): a crashed node processes nothing more, the
+messages arriving at it are dropped and its timers do nothing.
+
+**Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
+PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
+answers at once with a PROBE_REPLY. If the reply to that very probe has not arrived by the timer
+and the member is still in x's leaf set, x declares it failed then. T_fd (and rto_ms) should exceed
+a round trip (twice the largest link delay plus proc_ms), or live nodes are declared failed; the
+simulator does not check it.
+
+**Declaring y failed at x** (once per pair: a node already known dead is not declared again):
+x adds y to the nodes it knows dead, drops y from its leaf set (the other members of that side
+keep their order, and the side is one shorter), empties every routing-table entry naming y and
+drops y from its neighbourhood set; the detection (y, x, y's crash time or None, t) is logged. If y
+was in the leaf set, x starts a repair: it sends a LEAF_REQUEST to z, the farthest member of the
+leaf set's side that held y (the farthest of the other side if that one is now empty; no repair if
+the leaf set is empty), and sets a timer T_fd later. A live z answers at once with a LEAF_REPLY
+holding a copy of its leaf set. If no reply to that request has arrived by the timer, x declares z
+failed, which may start another repair. Until the repair lands, the routing rule reads a short
+side padded with its farthest remaining member (or the node itself if none is left), so the range
+test keeps that side's bound, as in the failure model of the untimed experiments.
+
+**Repair.** On a LEAF_REPLY from z, a live x takes the candidates (its leaf set, the reply and z,
+without x and the nodes it knows dead), puts each on the side of x it is nearer on by ring
+position (clockwise on a tie) and keeps the L/2 nearest of each side, nearest first: the converged
+layout when every node is a candidate. The repair (x, t) is logged.
+
+**Lookups** (t_issue, src, key). A lookup whose source is dead at t_issue is not issued. At a node
+u at time t the lookup first checks its limits: it is lost (at t) if t > t_issue + lookup_timeout_ms
+or hops + timeouts >= max_attempts. Else u applies the routing rule (`kernels.route_step`) to its
+state as it is at t: delivered there, or a LOOKUP is sent to the next node v. If v is alive when it
+arrives, v takes it at the arrival (one hop more). If v is dead by then (crashed at or before the
+arrival), u learns it rto_ms after sending: it declares v failed (a leaf-set member found dead
+this way starts a repair too), counts a timeout and applies the rule again at that time. If u itself
+has crashed by then, the lookup is lost at that time. A delivered lookup is correct when it ends at
+the numerically closest node alive at the delivery time (`closest_live`), else wrong. A lookup still
+under way at `until_ms`, or issued at or after it, is unfinished.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.reference.closest import closest_live
+
+CRASH, MESSAGE, TIMER = 0, 1, 2   # event priorities at equal times
+OUTCOMES = ("correct", "wrong", "lost", "not_issued", "unfinished")
+Lookup = tuple[float, int, int, int]   # (t_issue, src, key_hi, key_lo)
+
+
+@dataclass(frozen=True)
+class TimedParams:
+    """The protocol's timing: keep-alive period, failure timeout, retransmission timeout and hop cost (ms)."""
+
+    keepalive_ms: float
+    failure_timeout_ms: float
+    rto_ms: float
+    proc_ms: float
+    lookup_timeout_ms: float
+    max_attempts: int | None = None   # None: 4 * digits + 16, as Ring.route_bound
+
+    def __post_init__(self):
+        for name in ("keepalive_ms", "failure_timeout_ms", "rto_ms", "lookup_timeout_ms"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+        if not self.proc_ms >= 0:
+            raise ValueError("proc_ms must be non-negative")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+
+@dataclass
+class TimedResult:
+    """What a run logged: lookups, detections, repairs started and done, messages by kind, final leaf sets."""
+
+    lookups: list[dict]
+    detections: list[tuple[int, int, float | None, float]]   # (failed, detector, t_crash, t_detected)
+    repairs: list[tuple[int, float]]                           # (node, t_repaired)
+    repair_starts: list[tuple[int, int, int, float]]          # (node, failed, asked, t_started)
+    messages: Counter
+    leaf: list[list[int]] = field(default_factory=list)        # every node's leaf set at the end
+
+
+@dataclass
+class _Node:
+    """One node's Pastry state: leaf-set sides (nearest first), routing table, neighbourhood, known dead."""
+
+    pred: list[int]
+    succ: list[int]
+    rt: list[int]
+    nbr: list[int]
+    known_dead: set[int]
+
+    @property
+    def leaf(self) -> list[int]:
+        """The leaf set in the kernels' layout: predecessors then successors, each nearest first."""
+        return self.pred + self.succ
+
+
+def _ragged(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """One node's list as the (values, offsets) pair `route_step` reads."""
+    return np.asarray(values, dtype=np.int64), np.array([0, len(values)], dtype=np.int64)
+
+
+class TimedPastry:
+    """The event-driven simulator: one converged ring, then `run` with crashes and lookups."""
+
+    def __init__(self, ring: Ring, link_ms: Callable[[int, int], float], params: TimedParams,
+                 phase: np.ndarray):
+        if ring.n <= ring.leaf_set:
+            raise ValueError(f"the ring needs more than L = {ring.leaf_set} nodes, has {ring.n}")
+        phase = np.asarray(phase, dtype=np.float64)
+        if phase.shape != (ring.n,) or (phase < 0).any() or (phase >= params.keepalive_ms).any():
+            raise ValueError("phase needs one value in [0, keepalive_ms) per node")
+        self.ring, self.link, self.params, self.phase = ring, link_ms, params, phase
+        self.max_attempts = ring.route_bound if params.max_attempts is None else params.max_attempts
+        self._converged = self._converged_state()
+        self.nodes = self._fresh_nodes()
+
+    def _converged_state(self) -> list[tuple[list[int], list[int], list[int], list[int]]]:
+        """Every node's converged (pred, succ, rt, nbr), from the kernels."""
+        all_nodes = np.arange(self.ring.n)
+        half = self.ring.leaf_set // 2
+        leaf = kernels.leaf_sets(self.ring, all_nodes)
+        rt = kernels.routing_tables(self.ring, all_nodes)
+        nbr = kernels.neighborhood_sets(self.ring, all_nodes)
+        return [(row[:half].tolist(), row[half:].tolist(), t.tolist(), m.tolist())
+                for row, t, m in zip(leaf, rt, nbr)]
+
+    def _fresh_nodes(self) -> list[_Node]:
+        """Copies of the converged state, one per node, nobody known dead."""
+        return [_Node(list(p), list(s), list(t), list(m), set()) for p, s, t, m in self._converged]
+
+    def leaf_sets(self) -> list[list[int]]:
+        """Every node's current leaf set (after a run: at its end), in the kernels' layout."""
+        return [node.leaf for node in self.nodes]
+
+    def sides(self, x: int) -> tuple[list[int], list[int]]:
+        """Copies of node x's current leaf-set sides: (predecessors, successors), each nearest first."""
+        return list(self.nodes[x].pred), list(self.nodes[x].succ)
+
+    def node_state(self, x: int) -> tuple[list[int], list[int], list[int], set[int]]:
+        """Copies of node x's current (leaf set, routing table, neighbourhood set, known dead)."""
+        node = self.nodes[x]
+        return node.leaf, list(node.rt), list(node.nbr), set(node.known_dead)
+
+    # ------------------------------------------------------------ the event loop
+
+    def run(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> TimedResult:
+        """Simulate from the converged state to `until_ms` (reset first: runs are independent)."""
+        self._reset(crashes, lookups, until_ms)
+        for v, t in sorted(self.crash_at.items()):
+            self._push(t, CRASH, self._crash, v)
+        for x in range(self.ring.n):
+            self._schedule_tick(x, 0)
+        for lid, (t, *_rest) in enumerate(lookups):
+            self._push(float(t), TIMER, self._issue, lid)
+        while self.heap and self.heap[0][0] < until_ms:
+            t, _prio, _seq, handler, args = heapq.heappop(self.heap)
+            handler(t, *args)
+        return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
+                           self.leaf_sets())
+
+    def _reset(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> None:
+        """Fresh state, logs and counters for a run; checks its inputs."""
+        n = self.ring.n
+        if any(not 0 <= v < n for v in crashes) or any(not 0 <= lk[1] < n for lk in lookups):
+            raise ValueError("crashes and lookup sources must be nodes 0..N-1")
+        self.nodes = self._fresh_nodes()
+        self.until = float(until_ms)
+        self.alive = np.ones(n, dtype=bool)
+        self.crash_at = {int(v): float(t) for v, t in crashes.items()}
+        self.heap: list = []
+        self.seq = 0
+        self.next_id = 0                    # probe and leaf-request ids
+        self.answered: set[int] = set()     # probes and leaf requests whose reply has arrived
+        self.messages: Counter = Counter()
+        self.detections, self.repairs, self.repair_starts = [], [], []
+        self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
+                     for _t, _s, k_hi, k_lo in lookups]
+        self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
+                             hops=0, timeouts=0, latency_ms=None) for i, (t, s, _h, _l) in enumerate(lookups)]
+
+    def _push(self, t: float, priority: int, handler: Callable, *args) -> None:
+        """Schedule handler(t, *args)."""
+        heapq.heappush(self.heap, (t, priority, self.seq, handler, args))
+        self.seq += 1
+
+    def _send(self, kind: str, u: int, v: int, t: float, handler: Callable, *args) -> None:
+        """Send a message of `kind` from u to v at t (counted now): handler runs at the arrival."""
+        self.messages[kind] += 1
+        self._push(self._arrival(u, v, t), MESSAGE, handler, *args)
+
+    def _arrival(self, u: int, v: int, t: float) -> float:
+        """When a message sent from u to v at t arrives."""
+        return t + float(self.link(u, v)) + self.params.proc_ms
+
+    def _new_id(self) -> int:
+        """A fresh id for a probe or a leaf request."""
+        self.next_id += 1
+        return self.next_id
+
+    def _crash(self, t: float, v: int) -> None:
+        """Node v stops."""
+        self.alive[v] = False
+
+    # ------------------------------------------------------------ keep-alives and failure detection
+
+    def _schedule_tick(self, x: int, k: int) -> None:
+        """Schedule x's k-th tick, phase + k T_ka, if it falls before the end."""
+        t = float(self.phase[x]) + k * self.params.keepalive_ms
+        if t < self.until:
+            self._push(t, TIMER, self._tick, x, k)
+
+    def _tick(self, t: float, x: int, k: int) -> None:
+        """A live x probes every member of its leaf set, each probe with its own timer."""
+        if not self.alive[x]:
+            return   # a dead node ticks no more
+        for y in self.nodes[x].leaf:
+            pid = self._new_id()
+            self._send("probe", x, y, t, self._on_probe, x, y, pid)
+            self._push(t + self.params.failure_timeout_ms, TIMER, self._probe_timeout, x, y, pid)
+        self._schedule_tick(x, k + 1)
+
+    def _on_probe(self, t: float, x: int, y: int, pid: int) -> None:
+        """A live y answers x's probe at once."""
+        if self.alive[y]:
+            self._send("probe_reply", y, x, t, self._on_reply, x, pid)
+
+    def _on_reply(self, t: float, x: int, rid: int) -> None:
+        """A live x notes the reply to its probe or leaf request `rid`."""
+        if self.alive[x]:
+            self.answered.add(rid)
+
+    def _probe_timeout(self, t: float, x: int, y: int, pid: int) -> None:
+        """No reply to probe `pid` yet: y is failed if still in x's leaf set."""
+        answered = pid in self.answered
+        self.answered.discard(pid)
+        if self.alive[x] and not answered and y in self.nodes[x].leaf:
+            self.declare_failed(x, y, t)
+
+    def declare_failed(self, x: int, y: int, t: float) -> None:
+        """x learns at t that y failed: forgets it and, if y was a leaf-set member, starts a repair."""
+        node = self.nodes[x]
+        if y in node.known_dead:
+            return   # a second timeout on y (e.g. two lookups sent there at once) teaches x nothing
+        node.known_dead.add(y)
+        side = node.pred if y in node.pred else node.succ if y in node.succ else None
+        if side is not None:
+            side.remove(y)
+        node.rt = [-1 if e == y else e for e in node.rt]
+        node.nbr = [m for m in node.nbr if m != y]
+        self.detections.append((y, x, self.crash_at.get(y), t))
+        if side is not None:
+            self._start_repair(x, y, side is node.pred, t)
+
+    # ------------------------------------------------------------ leaf-set repair
+
+    def _start_repair(self, x: int, y: int, on_pred: bool, t: float) -> None:
+        """x asks the farthest member of y's side (else of the other side) for its leaf set."""
+        node = self.nodes[x]
+        same, other = (node.pred, node.succ) if on_pred else (node.succ, node.pred)
+        if not same and not other:
+            return
+        z = same[-1] if same else other[-1]   # sides are nearest first
+        rid = self._new_id()
+        self.repair_starts.append((x, y, z, t))
+        self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid)
+        self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid)
+
+    def _on_leaf_request(self, t: float, x: int, z: int, rid: int) -> None:
+        """A live z answers at once with a copy of its leaf set."""
+        if self.alive[z]:
+            self._send("leaf_reply", z, x, t, self._on_leaf_reply, x, z, rid, self.nodes[z].leaf)
+
+    def _on_leaf_reply(self, t: float, x: int, z: int, rid: int, members: list[int]) -> None:
+        """A live x merges z's leaf set into its own."""
+        if not self.alive[x]:
+            return
+        self.answered.add(rid)
+        node = self.nodes[x]
+        cands = (set(node.leaf) | set(members) | {z}) - {x} - node.known_dead
+        node.pred, node.succ = self.nearest_sides(x, cands)
+        self.repairs.append((x, t))
+
+    def nearest_sides(self, x: int, cands: set[int]) -> tuple[list[int], list[int]]:
+        """(predecessors, successors) of x among cands: each candidate on the side it is nearer on
+        (clockwise on a tie), then the L/2 nearest of each side, nearest first."""
+        n, px, half = self.ring.n, int(self.ring.pos[x]), self.ring.leaf_set // 2
+        pos = self.ring.pos
+        cw = {c: (int(pos[c]) - px) % n for c in cands}
+        succ = sorted((c for c in cands if cw[c] <= n - cw[c]), key=cw.get)[:half]
+        pred = sorted((c for c in cands if cw[c] > n - cw[c]), key=lambda c: n - cw[c])[:half]
+        return pred, succ
+
+    def _leaf_timeout(self, t: float, x: int, z: int, rid: int) -> None:
+        """No leaf reply from z yet: z is failed."""
+        answered = rid in self.answered
+        self.answered.discard(rid)
+        if self.alive[x] and not answered:
+            self.declare_failed(x, z, t)
+
+    # ------------------------------------------------------------ lookups
+
+    def _issue(self, t: float, lid: int) -> None:
+        """The lookup starts at its source, if that is alive."""
+        look = self.lookups[lid]
+        if not self.alive[look["src"]]:
+            look["outcome"] = "not_issued"
+            return
+        self._step(t, lid, look["src"])
+
+    def _step(self, t: float, lid: int, u: int) -> None:
+        """The lookup is at live u at t: lost past its limits, else delivered or sent on by the rule."""
+        look = self.lookups[lid]
+        if t > look["t_issue"] + self.params.lookup_timeout_ms or \
+                look["hops"] + look["timeouts"] >= self.max_attempts:
+            self._finish(lid, "lost", -1, t)
+            return
+        v = self._next_hop(lid, u)
+        if v is None:
+            khi, klo = self.keys[lid]
+            right = int(closest_live(self.ring, self.alive, khi, klo)[0]) == u
+            self._finish(lid, "correct" if right else "wrong", u, t)
+            return
+        self.messages["lookup"] += 1
+        arrive = self._arrival(u, v, t)
+        if self.crash_at.get(v, np.inf) <= arrive:   # dead on arrival: only a timeout tells u
+            self._push(t + self.params.rto_ms, TIMER, self._lookup_timeout, lid, u, v)
+        else:
+            self._push(arrive, MESSAGE, self._on_lookup, lid, v)
+
+    def _next_hop(self, lid: int, u: int) -> int | None:
+        """The routing rule on u's current state: the next node, or None where the lookup ends at u."""
+        node = self.nodes[u]
+        khi, klo = self.keys[lid]
+        nxt, rule = kernels.route_step(self.ring, khi, klo, np.array([u]), *_ragged(self._routing_leaf(u)),
+                                       *_ragged(node.rt), *_ragged(node.nbr))
+        return None if rule[0] == kernels.DELIVERED else int(nxt[0])
+
+    def _routing_leaf(self, u: int) -> list[int]:
+        """u's leaf set as the routing rule reads it: a side short of L/2 (a member declared failed,
+        not yet replaced) is padded with its farthest member, or u itself when empty, so the rule's
+        range test keeps that side's bound instead of reading a short list as a whole small ring."""
+        node, half = self.nodes[u], self.ring.leaf_set // 2
+        pred = node.pred + [node.pred[-1] if node.pred else u] * (half - len(node.pred))
+        succ = node.succ + [node.succ[-1] if node.succ else u] * (half - len(node.succ))
+        return pred + succ
+
+    def _on_lookup(self, t: float, lid: int, v: int) -> None:
+        """The lookup arrives at v: one hop more."""
+        if not self.alive[v]:
+            return   # never happens: a send to a node dead on arrival takes the timeout path
+        self.lookups[lid]["hops"] += 1
+        self._step(t, lid, v)
+
+    def _lookup_timeout(self, t: float, lid: int, u: int, v: int) -> None:
+        """u learns v is dead: declares it failed and routes the lookup again (lost if u died meanwhile)."""
+        if not self.alive[u]:
+            self._finish(lid, "lost", -1, t)
+            return
+        self.declare_failed(u, v, t)
+        self.lookups[lid]["timeouts"] += 1
+        self._step(t, lid, u)
+
+    def _finish(self, lid: int, outcome: str, dest: int, t: float) -> None:
+        """Log the lookup's end."""
+        look = self.lookups[lid]
+        look.update(outcome=outcome, dest=dest, t_done=t, latency_ms=t - look["t_issue"])

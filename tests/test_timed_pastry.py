@@ -1,0 +1,255 @@
+"""The sequential timed Pastry (keep-alives, failure detection, leaf-set repair, lookups) by closed forms."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scribe_spark.pastry import kernels
+from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
+from tests.helpers import small_ring
+
+T_KA, T_FD, RTO, PROC = 1000.0, 1000.0, 500.0, 1.0   # matrix links are under 100 ms: T_fd >> a round trip
+PARAMS = TimedParams(keepalive_ms=T_KA, failure_timeout_ms=T_FD, rto_ms=RTO, proc_ms=PROC,
+                     lookup_timeout_ms=20_000.0)
+
+
+def matrix_setup(n: int, leaf: int, seed: int = 1):
+    """A matrix-model ring, its link delays (ms) and random keep-alive phases."""
+    ring = small_ring(n, model="matrix", leaf=leaf, seed=seed)
+
+    def link(u: int, v: int) -> float:
+        return float(ring.prox.dist([u], [v])[0])
+    phase = np.random.default_rng(seed + 100).uniform(0.0, T_KA, n)
+    return ring, link, phase
+
+
+def converged(ring) -> list[tuple[list[int], list[int], list[int]]]:
+    """Every node's converged (leaf, rt, nbr) straight from the kernels."""
+    nodes = np.arange(ring.n)
+    return [(a.tolist(), b.tolist(), c.tolist()) for a, b, c in
+            zip(kernels.leaf_sets(ring, nodes), kernels.routing_tables(ring, nodes),
+                kernels.neighborhood_sets(ring, nodes))]
+
+
+def static_path(ring, state, src: int, khi: int, klo: int) -> list[int]:
+    """The nodes a lookup visits on the unchanging converged state, by route_step hop by hop."""
+    path, kh, kl = [src], np.array([khi], dtype=np.uint64), np.array([klo], dtype=np.uint64)
+    for _ in range(ring.route_bound):
+        leaf, rt, nbr = state[path[-1]]
+        arrs = [x for vals in (leaf, rt, nbr) for x in (np.asarray(vals, dtype=np.int64),
+                                                       np.array([0, len(vals)]))]
+        nxt, rule = kernels.route_step(ring, kh, kl, np.array([path[-1]]), *arrs)
+        if rule[0] == kernels.DELIVERED:
+            return path
+        path.append(int(nxt[0]))
+    raise AssertionError("route did not end")
+
+
+def live_leaf_sets(ring, dead: set[int]) -> dict[int, list[int]]:
+    """Brute force: each live node's converged leaf set on the ring without `dead` (L/2 before, L/2 after)."""
+    live = [int(v) for v in ring.order if int(v) not in dead]   # ring order
+    half, m = ring.leaf_set // 2, len(live)
+    near = range(1, half + 1)
+    return {v: [live[(i - j) % m] for j in near] + [live[(i + j) % m] for j in near]
+            for i, v in enumerate(live)}
+
+
+def random_lookups(rng, n: int, count: int, t0: float, t1: float) -> list[tuple[float, int, int, int]]:
+    """`count` lookups of random keys from random sources at random times in [t0, t1)."""
+    keys = rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64)
+    times = np.sort(rng.uniform(t0, t1, count))
+    srcs = rng.integers(0, n, count)
+    return [(float(t), int(s), int(h), int(lo)) for t, s, (h, lo) in zip(times, srcs, keys)]
+
+
+def test_no_crashes_latencies_and_probe_counts():
+    """No crashes: lookups take their static routes; probes and replies as counted from the phases."""
+    ring, link, phase = matrix_setup(120, 8)
+    state = converged(ring)
+    lookups = random_lookups(np.random.default_rng(5), ring.n, 150, 0.0, 4000.0)
+    until = 5000.0
+    res = TimedPastry(ring, link, PARAMS, phase).run({}, lookups, until)
+    for look, (t, src, khi, klo) in zip(res.lookups, lookups):
+        path = static_path(ring, state, src, khi, klo)
+        assert look["outcome"] == "correct" and look["dest"] == path[-1]
+        assert look["hops"] == len(path) - 1 and look["timeouts"] == 0
+        assert look["latency_ms"] == pytest.approx(sum(link(u, v) + PROC for u, v in zip(path, path[1:])),
+                                                   rel=1e-12, abs=1e-9)
+    # probes: every tick before `until` probes the L members; a reply is sent when its probe's arrival is
+    # processed, i.e. before `until`
+    probes = replies = 0
+    for x in range(ring.n):
+        ticks = [phase[x] + k * T_KA for k in range(math.ceil((until - phase[x]) / T_KA))]
+        assert all(t < until for t in ticks) and ticks[-1] + T_KA >= until
+        probes += len(ticks) * len(state[x][0])
+        replies += sum(t + link(x, y) + PROC < until for t in ticks for y in state[x][0])
+    assert res.messages["probe"] == probes and res.messages["probe_reply"] == replies
+    assert replies < probes   # the last ticks' probes are still flying at the end
+    assert res.messages["lookup"] == sum(look["hops"] for look in res.lookups)
+    assert res.detections == [] and res.repairs == [] and res.messages["leaf_request"] == 0
+    assert res.leaf == [row for row, _, _ in state]
+
+
+def test_detection_times_in_closed_form():
+    """A crashed node's leaf-set members detect it T_fd after their first probes to arrive past the crash."""
+    ring, link, phase = matrix_setup(120, 8)
+    y, t_c = 17, 2345.678
+    members = kernels.leaf_sets(ring, np.array([y]))[0].tolist()
+    res = TimedPastry(ring, link, PARAMS, phase).run({y: t_c}, [], 6000.0)
+    expected = {}
+    for x in members:   # x's first tick whose probe reaches y at or after t_c
+        d = link(x, y) + PROC
+        k = max(0, math.ceil((t_c - d - phase[x]) / T_KA))
+        assert phase[x] + k * T_KA + d >= t_c and (k == 0 or phase[x] + (k - 1) * T_KA + d < t_c)
+        expected[x] = phase[x] + k * T_KA + T_FD
+    assert {x: t for f, x, _, t in res.detections} == expected
+    assert all(f == y and tc == t_c for f, _, tc, _ in res.detections)
+    assert len(res.detections) == len(members)
+    # each detector repairs once, after its detection
+    assert sorted(x for x, _ in res.repairs) == sorted(members)
+    assert all(t > expected[x] for x, t in res.repairs)
+
+
+def test_leaf_sets_converge_after_one_crash():
+    """After one crash the live nodes' leaf sets are those of the ring without it."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    y = 123
+    sim = TimedPastry(ring, lambda u, v: 20.0, PARAMS, phase)
+    res = sim.run({y: 1500.0}, [], 1500.0 + 2 * T_KA + 2 * T_FD)
+    want = live_leaf_sets(ring, {y})
+    got = sim.leaf_sets()
+    assert {x: got[x] for x in want} == want
+    assert got[y] == kernels.leaf_sets(ring, np.array([y]))[0].tolist()   # a dead node's state stays
+    assert len(res.repairs) == ring.leaf_set and res.messages["leaf_reply"] == ring.leaf_set
+    assert all(y in sim.node_state(x)[3] for x in kernels.leaf_sets(ring, np.array([y]))[0])
+
+
+def through(ring, state, y: int, rng, want: int) -> list[tuple[int, int, int]]:
+    """(src, key) pairs whose static route passes y without ending there, then ones ending at y."""
+    mid = []
+    while len(mid) < want:
+        src, (khi, klo) = int(rng.integers(ring.n)), rng.integers(0, 2**64, size=2, dtype=np.uint64)
+        if src != y and y in static_path(ring, state, src, int(khi), int(klo))[1:-1]:
+            mid.append((src, int(khi), int(klo)))
+    yk = (int(ring.hi[y]), int(ring.lo[y]))
+    far = [s for s in range(ring.n) if len(static_path(ring, state, s, *yk)) >= 3]
+    return mid + [(s, *yk) for s in far[:want]]
+
+
+def test_lookup_through_crashed_node_times_out_and_is_correct():
+    """A route through a fresh crash times out and still ends right; after the repairs all lookups do."""
+    ring, link, phase = matrix_setup(120, 8, seed=3)
+    state = converged(ring)
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    y, t_c = 40, 3000.0
+    # issued 1 ms after the crash: no node detects y before t_c - (100 + PROC) + T_FD, long after the
+    # lookup has reached y's predecessor on its route; one run per lookup, so no other lookup warns it
+    for src, khi, klo in through(ring, state, y, np.random.default_rng(11), 2):
+        res = sim.run({y: t_c}, [(t_c + 1.0, src, khi, klo)], t_c + 3000.0)
+        look = res.lookups[0]
+        assert look["timeouts"] >= 1 and look["outcome"] == "correct" and look["dest"] != y
+        assert res.messages["lookup"] == look["hops"] + look["timeouts"]
+    # after every repair, any lookup is correct
+    late = random_lookups(np.random.default_rng(12), ring.n, 150, t_c + 3 * T_KA, t_c + 5 * T_KA)
+    late = [lk for lk in late if lk[1] != y]
+    res = sim.run({y: t_c}, late, t_c + 6 * T_KA)
+    assert len(res.repairs) == ring.leaf_set and max(t for _, t in res.repairs) < late[0][0]
+    assert [look["outcome"] for look in res.lookups] == ["correct"] * len(late)
+
+
+def test_several_crashes_settle_deterministically():
+    """5% crashes: lookups right once repaired, runs repeatable, message counts agree with the logs."""
+    ring, link, phase = matrix_setup(240, 16, seed=4)
+    rng = np.random.default_rng(21)
+    dead = rng.choice(ring.n, ring.n // 20, replace=False)
+    crashes = {int(v): float(t) for v, t in zip(dead, rng.uniform(500.0, 4000.0, len(dead)))}
+    lookups = random_lookups(rng, ring.n, 400, 0.0, 11_000.0)
+    until = 12_000.0
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    res = sim.run(crashes, lookups, until)
+    assert TimedPastry(ring, link, PARAMS, phase).run(crashes, lookups, until) == res
+    # no false detections: every one names a crashed node, after its crash
+    assert all(f in crashes and tc == crashes[f] and td > tc for f, _, tc, td in res.detections)
+    assert {f for f, *_ in res.detections} == set(crashes)
+    # once every detector has repaired (routes still find dead routing-table entries later on)
+    settled = max(t for _, t in res.repairs)
+    after = [look for look in res.lookups if look["t_issue"] > settled and look["src"] not in crashes]
+    assert len(after) > 50
+    assert all(look["outcome"] == "correct" for look in after)
+    assert all(look["outcome"] in ("correct", "not_issued") for look in res.lookups)
+    assert sum(look["outcome"] == "not_issued" for look in res.lookups) == \
+        sum(crashes.get(s, math.inf) <= t for t, s, _, _ in lookups)
+    # every live node ends with the converged leaf set of the live ring
+    want = live_leaf_sets(ring, set(crashes))
+    assert {x for x in want if res.leaf[x] != want[x]} == set()
+    # the message log agrees with the event logs
+    assert res.messages["leaf_request"] == len(res.repair_starts) > 0
+    assert res.messages["leaf_reply"] == len(res.repairs)   # no requester crashed waiting for its reply
+    # a request goes unanswered exactly when the node asked is dead on its arrival (adjacent crashes)
+    unanswered = sum(crashes.get(z, math.inf) <= t + link(x, z) + PROC for x, _, z, t in res.repair_starts)
+    assert res.messages["leaf_request"] - res.messages["leaf_reply"] == unanswered > 0
+    assert res.messages["lookup"] == sum(look["hops"] + look["timeouts"] for look in res.lookups)
+    assert sum(look["timeouts"] for look in res.lookups) > 0
+    assert res.messages["probe_reply"] < res.messages["probe"]
+
+
+def test_repair_merge_matches_kernel_layout():
+    """With every node a candidate, the merge gives the kernels' converged leaf sets."""
+    ring, link, phase = matrix_setup(60, 8)
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    for x, row in enumerate(kernels.leaf_sets(ring, np.arange(ring.n))):
+        pred, succ = sim.nearest_sides(x, set(range(ring.n)) - {x})
+        assert pred + succ == row.tolist()
+
+
+def test_equal_times_follow_priorities():
+    """Crash before message before timer: exact ties, with integer-valued delays (10 + 1 ms a message)."""
+    ring = small_ring(60, model="matrix", leaf=8)
+    hop = 10.0 + PROC
+
+    def sim(t_fd: float, phase: float) -> TimedPastry:
+        params = TimedParams(keepalive_ms=1000.0, failure_timeout_ms=t_fd, rto_ms=RTO, proc_ms=PROC,
+                             lookup_timeout_ms=5000.0)
+        return TimedPastry(ring, lambda u, v: 10.0, params, np.full(ring.n, phase))
+    # a reply arriving at its probe's timer is in time; a hair later it is not
+    assert sim(2 * hop, 0.0).run({}, [], 900.0).detections == []
+    late = sim(2 * hop - 1e-6, 0.0).run({}, [], 900.0).detections
+    assert len(late) == ring.n * ring.leaf_set and all(t == 2 * hop - 1e-6 for *_, t in late)
+    # a probe arriving at its target's crash time finds it dead
+    y = 7
+    got = sim(100.0, 0.0).run({y: hop}, [], 900.0).detections
+    assert sorted(x for f, x, _, t in got if t == 100.0) == sorted(kernels.leaf_sets(ring, np.array([y]))[0])
+    assert sim(100.0, 0.0).run({y: hop + 1e-9}, [], 900.0).detections == []
+    # a lookup arriving at its next node's crash time times out there and goes to the next closest
+    src = int(ring.order[(ring.pos[y] - 1) % ring.n])   # y's predecessor: one hop by the leaf set
+    key = (int(ring.hi[y]), int(ring.lo[y]))
+    for t_c, timeouts in ((100.0 + hop, 1), (100.0 + hop + 1e-9, 0)):
+        look = sim(100.0, 500.0).run({y: t_c}, [(100.0, src, *key)], 900.0).lookups[0]
+        assert look["outcome"] == "correct" and look["timeouts"] == timeouts
+        assert (look["dest"] == y) == (timeouts == 0)
+
+
+def test_merge_rule_puts_each_candidate_on_its_nearer_side():
+    """Lopsided candidates (two near successors, many predecessors): the successor side keeps only the
+    two, never predecessors from past the half ring, which would make a full-looking but wrong side."""
+    ring, link, phase = matrix_setup(60, 8)
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    x, p = 5, int(ring.pos[5])
+    at = [int(ring.order[(p + d) % ring.n]) for d in range(ring.n)]   # at[d]: d places clockwise from x
+    pred, succ = sim.nearest_sides(x, {at[1], at[2]} | {at[-d] for d in range(1, 11)})
+    assert succ == [at[1], at[2]]
+    assert pred == [at[-1], at[-2], at[-3], at[-4]]
+
+
+def test_bad_inputs():
+    """Phases out of range, rings of L nodes or fewer, and non-positive timings are refused."""
+    ring, link, phase = matrix_setup(60, 8)
+    with pytest.raises(ValueError):
+        TimedPastry(ring, link, PARAMS, phase + T_KA)
+    with pytest.raises(ValueError):
+        TimedPastry(small_ring(8, model="matrix", leaf=8), link, PARAMS, phase[:8])
+    with pytest.raises(ValueError):
+        TimedParams(keepalive_ms=0.0, failure_timeout_ms=1.0, rto_ms=1.0, proc_ms=0.0, lookup_timeout_ms=1.0)
