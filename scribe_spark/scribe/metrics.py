@@ -6,7 +6,8 @@ computed inside Spark tasks with the broadcast ring and router tables.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -67,10 +68,20 @@ def tree_shape(trees: Trees, paths: DataFrame) -> DataFrame:
     return size.join(root_fan, TOPIC, "left").join(other, TOPIC, "left").fillna(0, ["root_fanout"])
 
 
+@dataclass(frozen=True)
+class _Paths:
+    """What a link-stress task reads: shortest-path predecessors between routers (shared as a file,
+    as the ring is), each link's number, and how many links there are."""
+
+    pred: np.ndarray
+    link_index: Any
+    n_links: int
+
+
 def _path_links(routers_bc: Broadcast, sites_bc: Broadcast, batch: pa.RecordBatch) -> tuple:
     """Return (topic, link) for every router link on the shortest paths of a batch's (topic, a, b) pairs."""
-    pred, link_index, _ = routers_bc.value
-    site = sites_bc.value
+    pred, link_index = routers_bc.value.pred, routers_bc.value.link_index
+    site = sites_bc.value.prox.site
     topic = batch.column(TOPIC).to_numpy()
     pair, link = topology.path_links(pred, link_index, site[batch.column("a").to_numpy()],
                                      site[batch.column("b").to_numpy()])
@@ -80,7 +91,7 @@ def _path_links(routers_bc: Broadcast, sites_bc: Broadcast, batch: pa.RecordBatc
 def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast) -> Callable:
     """mapInArrow task: (topic, a, b) node pairs -> (link, copies) partial counts, one copy per pair."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        counts = np.zeros(routers_bc.value[2], dtype=np.int64)
+        counts = np.zeros(routers_bc.value.n_links, dtype=np.int64)
         for batch in batches:
             counts += np.bincount(_path_links(routers_bc, sites_bc, batch)[1], minlength=len(counts))
         used = np.flatnonzero(counts)
@@ -92,7 +103,7 @@ def _link_counts_task(routers_bc: Broadcast, sites_bc: Broadcast) -> Callable:
 def _topic_links_task(routers_bc: Broadcast, sites_bc: Broadcast) -> Callable:
     """mapInArrow task: (topic, a, b) node pairs -> the distinct (topic, link) pairs their paths use."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        n_links = routers_bc.value[2]
+        n_links = routers_bc.value.n_links
         for batch in batches:
             topic, link = _path_links(routers_bc, sites_bc, batch)
             key = np.unique(topic.astype(np.int64) * n_links + link)
@@ -110,8 +121,8 @@ def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees,
     carries one copy per link. LAN links (node to its router) are not counted.
     """
     sc = trees.edges.sparkSession.sparkContext
-    routers_bc = sc.broadcast((routers.pred, routers.link_index(), len(routers.edges)))
-    sites_bc = share(sc, overlay.ring.prox.site)
+    routers_bc = share(sc, _Paths(routers.pred, routers.link_index(), len(routers.edges)))
+    sites_bc = overlay.ring_bc      # the ring's node sites, already shared
     scribe = (trees.edges.select(TOPIC, F.col(DST).alias("a"), F.col(SRC).alias("b"))
               .mapInArrow(_link_counts_task(routers_bc, sites_bc), "link long, copies long")
               .groupBy("link").agg(F.sum("copies").alias("copies")))
@@ -123,5 +134,4 @@ def link_stress(overlay: Overlay, routers: topology.TransitStub, trees: Trees,
           .distinct().groupBy("link").agg(F.count("*").alias("copies")))
     out = {"scribe": scribe.toPandas(), "ip_multicast": ip.toPandas()}
     routers_bc.unpersist()
-    sites_bc.unpersist()
     return out

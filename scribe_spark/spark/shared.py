@@ -1,10 +1,11 @@
 """Read-only arrays every task reads, shipped once per machine as memory-mapped files.
 
-A broadcast variable is unpickled into each Python worker, so a machine with 15 workers holds 15
+A broadcast variable is unpickled into each Python worker, so an executor with 15 workers holds 15
 copies of the ring (about 52 B per node each, plus the router delays). `share` writes an object's
 large arrays once as `.npy` files, ships them with `SparkContext.addFile` (once per executor)
-and broadcasts a small stub in their place: each worker maps the files read-only, and the
-operating system's page cache holds one copy for every process of the machine.
+and broadcasts a small stub in their place: each worker maps its executor's files read-only, and
+the operating system's page cache holds one copy for all of that executor's workers (one per
+machine with one executor per machine, as in local mode).
 """
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ _log = logging.getLogger(__name__)
 
 SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broadcast stub
 _FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
-_OPENED: dict[str, Any] = {}  # a worker's mapped objects, by folder name
+_OPENED: dict[str, Any] = {}  # a worker's mapped objects, by share key
+_SHARED: dict[tuple[int, str], Broadcast] = {}   # the driver's shares of objects with a token, reused
+PREFIX = "scribe-shared-"     # then the driver's pid: a folder whose process is gone is swept
 
 T = TypeVar("T")
 
 
 def _cleanup() -> None:
+    """Remove the driver's folders of shared files (Spark removes its own copies when it stops)."""
     for folder in _FOLDERS:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -70,11 +74,12 @@ class _Frozen:
     """A dataclass instance by its class and attributes, rebuilt on unpickling without running
     `__post_init__` (whose work, such as the ring's sort, was done on the driver)."""
 
-    def __init__(self, cls: type, values: dict) -> None:
+    def __init__(self, cls: type, values: dict[str, Any]) -> None:
         self.cls, self.values = cls, values
 
 
 def _rebuild(frozen: _Frozen | _Mapped) -> Any:
+    """The object again, its arrays mapped from this executor's copies of the files."""
     if isinstance(frozen, _Mapped):
         return _open_array(frozen.file)
     obj = object.__new__(frozen.cls)
@@ -102,29 +107,56 @@ class _Shared:
     def __init__(self, key: str, frozen: _Frozen | _Mapped) -> None:
         self.key, self.frozen = key, frozen
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return _thaw, (self.key, self.frozen)
+
+
+def _sweep(scratch: str | None) -> None:
+    """Remove the shared folders of drivers that are gone (killed before they could clean up)."""
+    for folder in Path(scratch or tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = folder.name[len(PREFIX):].split("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass                  # alive, under another user
+
+
+def _write(obj: Any, key: str) -> tuple[Path, _Frozen | _Mapped]:
+    """Write an object's large arrays in a new folder beside Spark's scratch files (SPARK_LOCAL_DIRS,
+    the disk a user points at for large runs); return the folder and the object's frozen form."""
+    scratch = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+    folder = Path(scratch or tempfile.gettempdir())
+    try:
+        _sweep(scratch)
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=scratch))
+        _FOLDERS.append(folder)
+        if isinstance(obj, np.ndarray):
+            np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
+            return folder, _Mapped(f"{key}.npy")
+        return folder, _stub(obj, folder, key)
+    except OSError as e:         # name the folder: a write's error names no file
+        raise OSError(e.errno, e.strerror, str(folder)) from e
 
 
 def share(sc: SparkContext, obj: T) -> Broadcast:
     """Broadcast an array, or a dataclass whose large NumPy arrays (its own, or those of dataclass
     fields), so that the arrays reach every worker as read-only memory-mapped files, one copy per
-    machine. The broadcast's value is the object in the workers; on the driver, use the object."""
-    # beside Spark's own scratch files: the disk a user points SPARK_LOCAL_DIRS at for large runs
-    scratch = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
-    folder = Path(tempfile.mkdtemp(prefix="scribe-shared-", dir=scratch))
-    _FOLDERS.append(folder)
+    executor. An object with a `token` (a ring) is shared once per SparkContext. The broadcast's
+    value is the object in the workers; on the driver, use the object itself."""
+    token = getattr(obj, "token", None)
+    if token is not None and (id(sc), token) in _SHARED:
+        return _SHARED[(id(sc), token)]
     key = uuid.uuid4().hex
-    try:
-        if isinstance(obj, np.ndarray):
-            np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
-            frozen: _Frozen | _Mapped = _Mapped(f"{key}.npy")
-        else:
-            frozen = _stub(obj, folder, key)
-    except OSError as e:         # name the folder: a write's error names no file
-        raise OSError(e.errno, e.strerror, str(folder)) from e
+    folder, frozen = _write(obj, key)
     for file in sorted(folder.iterdir()):
         sc.addFile(str(file))     # files, not the folder: addFile takes no local folder on a cluster
     size = sum(p.stat().st_size for p in folder.iterdir())
     _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")
-    return sc.broadcast(_Shared(key, frozen))
+    bc = sc.broadcast(_Shared(key, frozen))
+    if token is not None:
+        _SHARED[(id(sc), token)] = bc
+    return bc
