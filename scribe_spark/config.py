@@ -645,6 +645,10 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
         online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
         _require(online == self.nodes, "nodes", f"must equal the trace's sessions under way at time 0 "
                  f"({online})", self.nodes)
+        least = 2 * (self.leaf_set + 2)
+        for e, members in enumerate(sessions.members_by_epoch(trace, self.epochs, self.epoch_s)):
+            _require(members >= least, "trace", f"leaves {members} nodes online in epoch {e}, fewer than "
+                     f"the 2 (leaf_set + 2) = {least} an overlay needs", self.trace)
 
     def peak_nodes(self) -> int:
         """Members and the pool of newcomers (with a trace: one node id per session)."""

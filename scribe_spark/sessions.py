@@ -28,6 +28,7 @@ class SessionLaw:
     shape: float = 1.0
 
     def __post_init__(self) -> None:
+        """Refuse an unknown law and shapes without a finite mean."""
         if self.kind not in LAWS:
             raise ValueError(f"session law must be one of {', '.join(LAWS)} (got {self.kind!r})")
         if self.kind == "pareto" and not self.shape > 1:
@@ -72,12 +73,15 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     """Read a session trace (CSV: node, start_s, end_s; one row per session); raise ValueError naming
     the first problem. Rows come back sorted by start, then node."""
     try:
-        t = pd.read_csv(path)
+        # blank lines kept while reading, so that a row's number is its line in the file
+        t = pd.read_csv(path, skip_blank_lines=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read it as CSV ({e})") from None
     if tuple(t.columns) != TRACE_COLUMNS:
         got = ",".join(map(str, t.columns))
         raise ValueError(f"its header must be {','.join(TRACE_COLUMNS)} (got {got})")
+    t = t[~t.isna().all(axis=1)]
+    t.index = t.index + 2          # the line of each row in the file, the header being line 1
     if t.empty:
         raise ValueError("it has no sessions")
     for c in ("start_s", "end_s"):
@@ -85,14 +89,28 @@ def read_trace(path: str | Path) -> pd.DataFrame:
         bad = ~np.isfinite(values.to_numpy(dtype=float))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"row {row + 2}: {c} must be a finite number (got {t[c].iloc[row]!r})")
+            raise ValueError(f"line {t.index[row]}: {c} must be a finite number (got {t[c].iloc[row]!r})")
         t[c] = values.astype(float)
     short = np.flatnonzero(~(t.start_s.to_numpy() < t.end_s.to_numpy()))
     if len(short):
-        raise ValueError(f"row {short[0] + 2}: a session must end after it starts")
+        raise ValueError(f"line {t.index[short[0]]}: a session must end after it starts")
     t["node"] = t["node"].astype(str)
-    t = t.sort_values(["start_s", "node"], kind="stable").reset_index(drop=True)
+    t = t.sort_values(["start_s", "node"], kind="stable")
     for node, s in t.groupby("node", sort=False):
-        if (s.start_s.to_numpy()[1:] < s.end_s.to_numpy()[:-1]).any():
-            raise ValueError(f"node {node!r} has overlapping sessions")
-    return t
+        overlap = np.flatnonzero(s.start_s.to_numpy()[1:] < s.end_s.to_numpy()[:-1])
+        if len(overlap):
+            raise ValueError(f"line {s.index[overlap[0] + 1]}: node {node!r} has overlapping sessions")
+    return t.reset_index(drop=True)
+
+
+def members_by_epoch(trace: pd.DataFrame, epochs: int, epoch_s: float) -> list[int]:
+    """The fewest nodes online in each epoch as the churn run replays a trace: once the sessions
+    ending in the epoch (end < its end) have left, before those starting in it join at its end."""
+    start, end = trace.start_s.to_numpy(), trace.end_s.to_numpy()
+    joined = (start <= 0) & (end > 0)
+    out = []
+    for e in range(epochs):
+        until = (e + 1) * epoch_s
+        out.append(int((joined & (end >= until)).sum()))
+        joined |= (start > until - epoch_s) & (start <= until)
+    return out

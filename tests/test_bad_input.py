@@ -138,6 +138,8 @@ CASES = [
     ("churn", ["--set", "session=trace", "--set", "trace={tmp}/overlap.csv"], "overlapping sessions"),
     ("churn", ["--set", "session=trace", "--set", "trace={tmp}/trace.csv"],
      "key 'nodes': must equal the trace's sessions under way at time 0 (50)"),
+    ("churn", ["--set", "session=trace", "--set", "trace={tmp}/trace.csv", "--set", "nodes=50"],
+     "key 'trace': leaves 30 nodes online in epoch 1, fewer than the 2 (leaf_set + 2) = 36"),
     ("pastry_hops", ["--set", "join_batch=100"], "key 'join_batch': only used with overlay = 'joined'"),
     ("pastry_hops", ["--set", "overlay=grown"], "key 'overlay'"),
     ("pastry_hops", ["--set", "overlay=joined", "--set", "join_initial=1000"], "key 'join_initial'"),

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from scribe_spark.sessions import SessionLaw, read_trace
+from scribe_spark.sessions import SessionLaw, members_by_epoch, read_trace
 from scribe_spark.workloads.churn_models import LawChurn, TraceChurn
 
 LAWS = [SessionLaw("exponential", 600.0), SessionLaw("weibull", 600.0, 0.6),
@@ -86,11 +86,18 @@ def test_a_trace_replays_who_is_online_when(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("id,start,end\n1,0,5\n", "header must be node,start_s,end_s"),
     ("node,start_s,end_s\n", "no sessions"),
-    ("node,start_s,end_s\n1,0,x\n", "row 2: end_s must be a finite number"),
-    ("node,start_s,end_s\n1,0,5\n2,nan,5\n", "row 3: start_s must be a finite number"),
-    ("node,start_s,end_s\n1,5,5\n", "row 2: a session must end after it starts"),
-    ("node,start_s,end_s\n1,0,50\n1,40,90\n", "node '1' has overlapping sessions"),
+    ("node,start_s,end_s\n1,0,x\n", "line 2: end_s must be a finite number"),
+    ("node,start_s,end_s\n1,0,5\n\n2,nan,5\n", "line 4: start_s must be a finite number"),   # blank line 3
+    ("node,start_s,end_s\n1,5,5\n", "line 2: a session must end after it starts"),
+    ("node,start_s,end_s\n1,0,50\n2,0,9\n1,40,90\n", "line 4: node '1' has overlapping sessions"),
 ])
 def test_bad_traces_are_refused_with_the_row(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         read_trace(_trace(tmp_path, text))
+
+
+def test_members_by_epoch_replays_the_runs_rules(tmp_path):
+    f = _trace(tmp_path, "node,start_s,end_s\na,-10,100\nb,0,30\nc,-50,-1\nd,20,90\na,150,400\ne,61,62\n")
+    # epoch 0 ends at 60: b has left, a stays (d joins at 60); epoch 1: a (100) and d (90) have left
+    # (e joins at 120); epoch 2: e (62) has left before a's second session joins at 180
+    assert members_by_epoch(read_trace(f), 3, 60.0) == [1, 0, 0]
