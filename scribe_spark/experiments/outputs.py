@@ -376,8 +376,8 @@ TNO_ORDERING = {t.name: t for t in (
           ("out_of_order_tags", "", "notifications tagged out of order (released past a gap)"),
           ("released_buffer_full", "", "events released past a gap because the buffer was full"),
           ("released_ttl", "", "events released past a gap because they waited ttl_ms"),
-          ("peak_buffered", "", "the most events one subscriber held waiting at once (what buffer_size "
-                                "must exceed for no release to be forced)"),
+          ("peak_buffered", "", "the most events one subscriber held waiting at once, before any forced "
+                                "release (buffer_size at least this forces none)"),
           ("lost", "", "ENS copies lost"),
           ("mean_buffering_ms", "ms", "mean delay from arrival to notification"),
           ("p99_buffering_ms", "ms", "99th percentile delay from arrival to notification"),

@@ -40,7 +40,7 @@ class Released:
 
     full: int = 0     # released at the head because the buffer was full
     ttl: int = 0      # released because they waited `ttl` (and the buffer was not full)
-    peak: int = 0     # the most events waiting at once, after each arrival was handled
+    peak: int = 0     # the most events waiting at once, every ready one notified, before forced releases
 
     def add(self, other: Released) -> Released:
         """Both subscribers' releases summed, and the larger peak."""
@@ -164,6 +164,8 @@ class Subscriber:
         """Notify every buffered event whose predecessors have been notified (or skipped); `new` is
         the event just buffered, the only one that can have become ready if nothing else changed."""
         self._notify_ready(now, new)
+        # what the buffer must hold for no release to be forced: counted before the releases
+        self.released.peak = max(self.released.peak, len(self.waiting))
         self._force_release(now)
 
     def _notify_ready(self, now: float, new: Event | None = None) -> None:
