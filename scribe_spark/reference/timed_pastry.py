@@ -87,7 +87,8 @@ class TimedParams:
     lookup_timeout_ms: float
     max_attempts: int | None = None   # None: 4 * digits + 16, as Ring.route_bound
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        """Refuse timings that are not positive (proc_ms may be 0)."""
         for name in ("keepalive_ms", "failure_timeout_ms", "rto_ms", "lookup_timeout_ms"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
@@ -134,7 +135,7 @@ class TimedPastry:
     """The event-driven simulator: one converged ring, then `run` with crashes and lookups."""
 
     def __init__(self, ring: Ring, link_ms: Callable[[int, int], float], params: TimedParams,
-                 phase: np.ndarray):
+                 phase: np.ndarray) -> None:
         if ring.n <= ring.leaf_set:
             raise ValueError(f"the ring needs more than L = {ring.leaf_set} nodes, has {ring.n}")
         phase = np.asarray(phase, dtype=np.float64)
@@ -201,7 +202,7 @@ class TimedPastry:
         self.heap: list = []
         self.seq = 0
         self.next_id = 0                    # probe and leaf-request ids
-        self.answered: set[int] = set()     # probes and leaf requests whose reply has arrived
+        self.pending: set[int] = set()      # probes and leaf requests sent, no reply yet, timer not run
         self.messages: Counter = Counter()
         self.detections, self.repairs, self.repair_starts = [], [], []
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
@@ -246,6 +247,7 @@ class TimedPastry:
             return   # a dead node ticks no more
         for y in self.nodes[x].leaf:
             pid = self._new_id()
+            self.pending.add(pid)
             self._send("probe", x, y, t, self._on_probe, x, y, pid)
             self._push(t + self.params.failure_timeout_ms, TIMER, self._probe_timeout, x, y, pid)
         self._schedule_tick(x, k + 1)
@@ -258,12 +260,12 @@ class TimedPastry:
     def _on_reply(self, t: float, x: int, rid: int) -> None:
         """A live x notes the reply to its probe or leaf request `rid`."""
         if self.alive[x]:
-            self.answered.add(rid)
+            self.pending.discard(rid)
 
     def _probe_timeout(self, t: float, x: int, y: int, pid: int) -> None:
         """No reply to probe `pid` yet: y is failed if still in x's leaf set."""
-        answered = pid in self.answered
-        self.answered.discard(pid)
+        answered = pid not in self.pending
+        self.pending.discard(pid)
         if self.alive[x] and not answered and y in self.nodes[x].leaf:
             self.declare_failed(x, y, t)
 
@@ -292,6 +294,7 @@ class TimedPastry:
             return
         z = same[-1] if same else other[-1]   # sides are nearest first
         rid = self._new_id()
+        self.pending.add(rid)
         self.repair_starts.append((x, y, z, t))
         self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid)
         self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid)
@@ -305,7 +308,7 @@ class TimedPastry:
         """A live x merges z's leaf set into its own."""
         if not self.alive[x]:
             return
-        self.answered.add(rid)
+        self.pending.discard(rid)
         node = self.nodes[x]
         cands = (set(node.leaf) | set(members) | {z}) - {x} - node.known_dead
         node.pred, node.succ = self.nearest_sides(x, cands)
@@ -323,8 +326,8 @@ class TimedPastry:
 
     def _leaf_timeout(self, t: float, x: int, z: int, rid: int) -> None:
         """No leaf reply from z yet: z is failed."""
-        answered = rid in self.answered
-        self.answered.discard(rid)
+        answered = rid not in self.pending
+        self.pending.discard(rid)
         if self.alive[x] and not answered:
             self.declare_failed(x, z, t)
 

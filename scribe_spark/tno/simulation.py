@@ -389,6 +389,8 @@ class Simulation:
         self._dispatch(t, server)
 
     def _returned(self, t: float, ts: dict, meta: dict) -> None:
+        """A request's chain ends: its timestamp goes back to the client, which publishes the event
+        (or, for a subscription, the dummy event its new topics start from)."""
         if meta["kind"] == "unsubscription":
             return                  # the TMs have recorded it: nothing comes back to publish
         self.stats.latency.append(t - meta["start"])
