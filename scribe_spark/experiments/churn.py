@@ -117,7 +117,7 @@ def _churn(p: ChurnParams, run: Run) -> Outcome:
             f"epochs of {p.epoch_s:.0f}s")
     rows = [_epoch(p, run, world, e, topics, subs, subs_df, rng) for e in range(p.epochs)]
     world.overlay.state.unpersist()
-    return Outcome({"churn": pd.DataFrame(rows)}, {"subscriptions": len(subs)})
+    return Outcome({"churn": pd.DataFrame(rows)}, {"subscriptions": len(subs), "churn": model.describe()})
 
 
 def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFrame, subs_df,
@@ -204,7 +204,7 @@ def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
         ax.plot(table.time_s, table.event_delivery_after_repair, ":", label="events delivered, after repair")
     run.path("summary.md").write_text(
         f"# churn\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}), "
-        f"{churn_model(p).describe()}, "
+        f"{outcome.notes['churn']}, "
         f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {outcome.notes['subscriptions']} "
         f"initial subscriptions (newcomers do not subscribe); {p.lookups:,} lookups per check; seed "
         f"{p.seed}. Per epoch, the leaving nodes go silently at its start; 'before repair' is measured "

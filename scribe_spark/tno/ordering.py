@@ -100,8 +100,9 @@ class Subscriber:
         # `now` never decreases, so `waiting` is in arrival order (what `_force_release` relies on)
         self.waiting[ev.eid] = (ev, now)
         if not self.buffering:
-            self.flush(now, ev)
-        self.released.peak = max(self.released.peak, len(self.waiting))
+            self.flush(now, ev)     # counts the peak itself, before any forced release
+        else:
+            self.released.peak = max(self.released.peak, len(self.waiting))
 
     def _older(self, ev: Event) -> bool:
         """An event from before this subscriber's subscription to its topic (or the subscription's

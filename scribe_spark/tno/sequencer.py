@@ -183,8 +183,8 @@ class Sequencer:
     def plan(self, chain: list[int], own: set[int], subscription: bool,
              held: set[int] = frozenset()) -> tuple[tuple[bool, int], ...]:
         """(is_work, action) for every stage of a request's chain."""
-        return tuple((self.is_work(chain, i, own, subscription, held),
-                      self.action(chain, i, own, subscription, held)) for i in range(len(chain)))
+        actions = (self.action(chain, i, own, subscription, held) for i in range(len(chain)))
+        return tuple((a != RELAY, a) for a in actions)
 
     def event_plan(self, topic: int) -> tuple[tuple[int, ...], tuple[tuple[bool, int], ...]]:
         """The chain of an event on `topic` and its plan: the same for every such event, made once

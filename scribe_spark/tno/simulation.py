@@ -262,10 +262,10 @@ class Simulation:
         for u in topics:
             self.members.setdefault(u, set()).add(client)
         live = self.seq.live is not None
-        chain = self.seq.subscription_chain(topics, held if live else frozenset())
+        through = held if live else set()      # held topics the request visits too
+        chain = self.seq.subscription_chain(topics, through)
         meta = dict(eid=None, client=client, topic=None, start=t, kind="subscription", own=frozenset(topics),
-                    size=self._size(topics | held if live else topics),
-                    plan=self.seq.plan(chain, topics, True, held if live else frozenset()),
+                    size=self._size(topics | through), plan=self.seq.plan(chain, topics, True, through),
                     record=frozenset(held | topics) if live else None)
         first = ("s", self.place.server_of[chain[0]])
         self.at(self._send(t, ("c", client), first, meta["size"]), self._tm_arrive, chain, 0, {}, meta)
