@@ -54,7 +54,7 @@ def test_scribe_multicast_on_a_joined_overlay(tiny, tmp_path):
     from scribe_spark import cli
     conf = ROOT / "conf" / "tiny" / "scribe_multicast.toml"
     args = ["--conf", str(conf), "--set", "overlay=joined", "--set", "join_initial=200", "--set",
-            "join_batch=300", "--set", "join_improve=rows", "--out", str(tmp_path)]
+            "join_batch=600", "--set", "join_improve=rows", "--out", str(tmp_path)]
     assert cli.main("scribe_multicast", args) == 0
     folder = tmp_path / "scribe_multicast"
     _check_trees(folder)
@@ -126,17 +126,18 @@ def test_pastry_hops_on_a_joined_overlay_delivers_at_the_closest_node(tiny, tmp_
     """overlay = joined: every lookup still ends at the numerically closest node; routes differ."""
     from scribe_spark import cli
     conf = ROOT / "conf" / "tiny" / "pastry_hops.toml"
-    args = ["--conf", str(conf), "--set", "overlay=joined", "--set", "join_initial=100", "--set",
-            "join_batch=400", "--out", str(tmp_path)]
+    args = ["--conf", str(conf), "--set", "nodes=[900]", "--set", "overlay=joined", "--set",
+            "join_initial=100", "--set", "join_batch=400", "--out", str(tmp_path)]
     assert cli.main("pastry_hops", args) == 0
     folder = tmp_path / "pastry_hops"
     nodes = pq.read_table(folder / "nodes.parquet").to_pandas()
     routes = pq.read_table(folder / "routes.parquet").to_pandas()
-    for n in (300, 900):
-        ints = sorted(int(h, 16) for h in nodes[nodes.overlay_nodes == n].id)
-        r = routes[routes.overlay_nodes == n]
-        assert all(int(d, 16) == ints[closest_brute(ints, int(k, 16))] for k, d in zip(r.key, r.destination))
+    ints = sorted(int(h, 16) for h in nodes.id)
+    assert set(routes.overlay_nodes) == {900} and len(ints) == 900
+    assert all(int(d, 16) == ints[closest_brute(ints, int(k, 16))]
+               for k, d in zip(routes.key, routes.destination))
     converged = pq.read_table(tiny("pastry_hops") / "routes.parquet").to_pandas()
+    converged = converged[converged.overlay_nodes == 900]
 
     def distances(table, mode):
         return table[table["mode"] == mode].distance.to_numpy()

@@ -197,22 +197,22 @@ def test_churn_job(tiny):
 
 @pytest.mark.slow
 def test_churn_replays_a_session_trace(spark, tmp_path):
-    """session = trace: who leaves and who joins in each epoch is the trace's, and repair still holds."""
+    """session = trace: who leaves and who joins in the epoch is the trace's, and repair still holds."""
     from scribe_spark import cli
     rng = np.random.default_rng(9)
     first = rng.uniform(10, 1000, 400)                       # 400 under way at time 0
-    starts = rng.uniform(0.5, 120, 60)                       # 60 arrive during the two epochs
+    starts = rng.uniform(0.5, 90, 60)                        # 60 arrive, some after the one epoch
     rows = [f"n{i},-100,{e:.3f}" for i, e in enumerate(first)]
     rows += [f"m{i},{s:.3f},{s + rng.uniform(200, 900):.3f}" for i, s in enumerate(starts)]
     trace = tmp_path / "sessions.csv"
     trace.write_text("node,start_s,end_s\n" + "\n".join(rows) + "\n")
     conf = ROOT / "conf" / "tiny" / "churn.toml"
     assert cli.main("churn", ["--conf", str(conf), "--set", "session=trace", "--set", f"trace={trace}",
-                              "--out", str(tmp_path / "out")]) == 0
+                              "--set", "epochs=1", "--out", str(tmp_path / "out")]) == 0
     t = pd.read_csv(tmp_path / "out" / "churn" / "churn.csv")
     first, starts = np.round(first, 3), np.round(starts, 3)
-    assert list(t.joined) == [int(((starts > 0) & (starts <= 60)).sum()), int((starts > 60).sum())]
-    assert list(t.left) == [int((first < 60).sum()), int(((first >= 60) & (first < 120)).sum())]
+    assert list(t.joined) == [int((starts <= 60).sum())] and (starts > 60).any()
+    assert list(t.left) == [int((first < 60).sum())] and ((first >= 60) & (first < 120)).any()
     assert (t.lookups_correct_after_repair == 1.0).all() and (t.event_delivery_after_repair == 1.0).all()
     assert "sessions replayed from sessions.csv (460 sessions)" in \
         (tmp_path / "out" / "churn" / "summary.md").read_text()
