@@ -361,11 +361,13 @@ class PastryJoinsParams(AnyProximity):
 
 
 @dataclass(frozen=True)
-class ScribeParams(Growth, TopicWorkload, OnRouters):
-    """S1 / S2: Scribe trees on a transit-stub network, measured against IP multicast."""
+class ScribeParams(Growth, TopicWorkload, AnyProximity):
+    """S1 / S2: Scribe trees, measured against IP (on a transit-stub network: IP multicast's links too)."""
 
-    nodes: int = node_counts(100_000, "Scribe (Pastry) nodes, attached to random stub routers by 1 ms LAN "
-                                      "links")
+    proximity: str = knob("transit-stub", "proximity model; link stress (router links) needs transit-stub",
+                          choices=MODELS)
+    nodes: int = node_counts(100_000, "Scribe (Pastry) nodes (on transit-stub: attached to random stub "
+                                      "routers by 1 ms LAN links)")
     bad_credentials: float = share(0.001, "extra subscribe/publish requests with forged credentials (share "
                                           "of "
                                           "subscriptions); refused and counted")

@@ -99,8 +99,9 @@ def _cases_of(name: str, cls: type, at: str) -> Iterator[tuple[str, str, list[st
         if is_dataclass(tp):
             yield name, key, ["--set", f"{key}=1"]          # a table given as a number
             yield from _cases_of(name, tp, key + ".")
-            # set where another knob makes it meaningless
-            if k.only_with is not None and k.only_with[0] in {g.name for g in fields(cls)}:
+            # set where another knob makes it meaningless (where that knob's default does not want it)
+            others = {g.name: default_of(g) for g in fields(cls)}
+            if k.only_with is not None and others.get(k.only_with[0], k.only_with[1]) != k.only_with[1]:
                 first = fields(tp)[0].name
                 yield name, key, ["--set", f"{key}.{first}={toml(default_of(fields(tp)[0]) + 1)}"]
             continue

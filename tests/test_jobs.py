@@ -24,6 +24,41 @@ def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
         (folder / "summary.md").read_text()
 
 
+@pytest.mark.slow
+def test_scribe_multicast_under_the_plane_model_measures_delay_against_direct_distances(spark, tmp_path):
+    """proximity = plane: trees check out, delays are sums of plane distances, no link stress made up."""
+    import numpy as np
+
+    from scribe_spark import cli
+    conf = tmp_path / "plane.toml"
+    conf.write_text('proximity = "plane"\nnodes = 500\ntopics = 12\nsave_trees = true\nseed = 3\n')
+    assert cli.main("scribe_multicast", ["--conf", str(conf), "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "scribe_multicast"
+    subs = _check_trees(folder)
+    assert not list(folder.glob("link_stress*"))
+    assert "under the plane proximity model" in (folder / "summary.md").read_text()
+    nodes = pq.read_table(folder / "nodes.parquet").to_pandas().set_index("id")
+    xy = {i: np.array([x, y]) for i, x, y in nodes[["x", "y"]].itertuples()}
+    trees = pq.read_table(folder / "trees.parquet").to_pandas()
+    parent = {(t, c): p for t, c, p in trees[["topic", "child", "parent"]].itertuples(index=False)}
+    topics = sorted(subs.topic.unique(), key=lambda h: -len(subs[subs.topic == h]))   # rank order
+    delay = pd.read_csv(folder / "delay.csv").set_index("topic")
+    for rank, topic in enumerate(topics):
+        via_tree, direct = [], []
+        for node in subs[subs.topic == topic].node:
+            hop, d = node, 0.0
+            while (topic, hop) in parent:
+                d += float(np.linalg.norm(xy[hop] - xy[parent[(topic, hop)]]))
+                hop = parent[(topic, hop)]
+            via_tree.append(d)
+            direct.append(float(np.linalg.norm(xy[node] - xy[hop])))
+        row = delay.loc[rank]   # delay.csv holds two decimals
+        assert row.max_delay_scribe_ms == pytest.approx(max(via_tree), abs=0.006)
+        assert row.max_delay_ip_ms == pytest.approx(max(direct), abs=0.006)
+        assert row.mean_delay_scribe_ms == pytest.approx(np.mean(via_tree), abs=0.006)
+        assert row.rmd == pytest.approx(max(via_tree) / max(direct), rel=1e-3)
+
+
 def _check_trees(folder) -> pd.DataFrame:
     """Check the saved trees: one parent per (topic, node), no cycle, each topic's root the closest node."""
     trees = pq.read_table(folder / "trees.parquet").to_pandas()

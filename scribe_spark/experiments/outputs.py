@@ -155,7 +155,9 @@ PASTRY_JOINS = {t.name: t for t in (
 )}
 
 SCRIBE_MULTICAST = {t.name: t for t in (
-    table("delay", "one row per topic: delay of its event via Scribe and via IP unicast from the root",
+    table("delay", "one row per topic: delay of its event via Scribe and via IP unicast from the root (the "
+                   "*_ms columns are in the proximity model's unit: ms on transit-stub and matrix, plane "
+                   "units on plane, radians on sphere)",
           ("topic", "", "topic number (rank)"),
           ("members", "", "subscribers of the topic"),
           ("rmd", "", "ratio: max delay via Scribe / max delay via IP unicast (RMD)"),
@@ -166,17 +168,19 @@ SCRIBE_MULTICAST = {t.name: t for t in (
           ("mean_delay_ip_ms", "ms", "mean IP unicast delay from the root over the members"),
           ("publisher_to_root_ms", "ms", "delay of the Pastry route from the topic's publisher to the root"),
           ("publisher_to_root_hops", "hops", "length of that route")),
-    table("link_stress", "one row per scheme: copies per router link when every topic publishes one event",
+    table("link_stress", "one row per scheme: copies per router link when every topic publishes one event "
+                         "(proximity = transit-stub only)",
           ("scheme", "", "scribe or ip_multicast"),
           ("mean", "", "mean copies of the events per link used"),
           ("max", "", "most copies on one link"),
           ("links_used", "", "router-to-router links that carry at least one copy"),
           ("links_total", "", "router-to-router links in the network"),
-          ("total_copies", "", "copies summed over all links")),
-    table("link_stress_distribution", "one row per (scheme, copies on a link)",
+          ("total_copies", "", "copies summed over all links"), optional=True),
+    table("link_stress_distribution", "one row per (scheme, copies on a link) (proximity = transit-stub "
+                                      "only)",
           ("scheme", "", "scribe or ip_multicast"),
           ("copies", "", "copies of the events carried by a link"),
-          ("links", "", "links that carry that many copies")),
+          ("links", "", "links that carry that many copies"), optional=True),
     table("node_stress", "one row per metric: topics forwarded per node, children-table entries per node",
           ("metric", "", "topics_forwarded or children_entries"),
           ("mean_all_nodes", "", "mean over all nodes"),

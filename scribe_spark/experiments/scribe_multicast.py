@@ -1,7 +1,8 @@
 """Experiments scribe_multicast (S1) and scribe_small_groups (S2).
 
-Scribe trees on a transit-stub network next to IP multicast on the same routers: delay
-penalty (RMD, RAD), node stress, link stress and tree shape.
+Scribe trees next to IP: delay penalty (RMD, RAD) against IP unicast from the root, node stress
+and tree shape under any proximity model; on a transit-stub network (the default, as in the
+Scribe paper) also link stress, next to IP multicast on the same routers.
 """
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ from scribe_spark.workloads.scribe_groups import creators, requests, rooted_at
 
 
 def simulate(p: ScribeParams, run: Run) -> Outcome:
-    """Build all Scribe trees and measure them against IP multicast on the same routers."""
+    """Build all Scribe trees and measure them against IP (and IP multicast, on routers)."""
     spark = spark_session(run.name)
     t = {}
     t0 = time.time()
-    routers, _ = shared_network(p, p.seed)
-    run.log(f"transit-stub network: {routers.n_routers} routers, {len(routers.edges)} links")
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers)
+    routers, matrix = shared_network(p, p.seed)
+    if routers is not None:
+        run.log(f"transit-stub network: {routers.n_routers} routers, {len(routers.edges)} links")
+    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
     overlay = overlays.build(spark, ring, p, run, partitions=p.partitions or None)
     t["state_build_s"] = time.time() - t0
     run.log(f"Pastry state for {p.nodes} nodes built ({t['state_build_s']:.1f}s)")
@@ -99,7 +101,7 @@ def _workload(spark, p: ScribeParams, ring, run: Run) -> _Workload:
 
 
 def _measure(spark, p: ScribeParams, run: Run, overlay, routers, trees, w: _Workload) -> tuple[dict, str]:
-    """Publish one event per topic and measure delay penalty, node and link stress, tree shape."""
+    """Publish one event per topic; measure delay penalty, node stress, tree shape, link stress on routers."""
     t0 = time.time()
     # publish: each topic's publisher routes its event to the root ...
     to_root = ov.route(overlay, ov.messages_frame(spark, w.publisher, w.topics.hi, w.topics.lo))
@@ -128,10 +130,12 @@ def _measure(spark, p: ScribeParams, run: Run, overlay, routers, trees, w: _Work
     stress = metrics.node_stress(trees).toPandas()
     shape = metrics.tree_shape(trees, paths).toPandas().sort_values(TOPIC)
     lap("node stress and tree shape")
-    links = metrics.link_stress(overlay, routers, trees, w.subs.join(live, TOPIC))
-    lap("link stress")
-    return {**_delay_table(delay), **_node_stress(p, stress), **_link_stress(links, len(routers.edges)),
-            "tree_shape": shape}, naming
+    tables = {**_delay_table(delay), **_node_stress(p, stress), "tree_shape": shape}
+    if routers is not None:   # link stress counts copies on router-to-router links: only routers have them
+        links = metrics.link_stress(overlay, routers, trees, w.subs.join(live, TOPIC))
+        lap("link stress")
+        tables.update(_link_stress(links, len(routers.edges)))
+    return tables, naming
 
 
 class _Lap:
@@ -158,8 +162,16 @@ def _save_trees(trees, subs, ring, topics, run: Run) -> None:
                              "parent": _hex(ring, e.dst.to_numpy())}), run.path("trees.parquet"))
     pq.write_table(pa.table({"topic": thex[s.topic.to_numpy()], "node": _hex(ring, s.node.to_numpy())}),
                    run.path("subscriptions.parquet"))
-    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), "router": ring.prox.site}),
+    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), **_placement(ring)}),
                    run.path("nodes.parquet"))
+
+
+def _placement(ring) -> dict[str, np.ndarray]:
+    """Where each node sits: its router (transit-stub), matrix site, or coordinates (plane, sphere)."""
+    prox = ring.prox
+    if prox.coords is not None:
+        return {axis: prox.coords[:, i] for i, axis in enumerate("xyz"[:prox.coords.shape[1]])}
+    return {"router" if prox.model == "transit-stub" else "site": prox.site}
 
 
 def _delay_table(delay: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -213,23 +225,41 @@ def report(outcome: Outcome, p: ScribeParams, run: Run) -> None:
         d = d[d.metric == "children_entries"]
         top = int(d.value.max())   # whole numbers: one bin per value while they are few
         ax.hist(d.value, bins=np.arange(top + 2) - 0.5 if top < 100 else 50, weights=d.nodes, log=True)
-    with plots.figure(run.path("link_stress.png"), "Link stress, one event per topic" + at,
-                      "copies of the event on a link", "number of links") as ax:
-        for scheme, d in t["link_stress_distribution"].groupby("scheme", sort=False):
-            if len(d):
-                bins = np.unique(np.geomspace(1, d.copies.max() + 1, 40).astype(int))
-                ax.hist(d.copies, bins=bins, weights=d.links, histtype="step", label=scheme, log=True)
-        ax.set_xscale("log")
+    if "link_stress_distribution" in t:
+        _plot_link_stress(t["link_stress_distribution"], at, run)
     with plots.figure(run.path("tree_depth.png"), "Scribe tree depth" + at, "depth (overlay hops)",
                       "number of topics") as ax:
         ax.hist(shape.depth, bins=np.arange(shape.depth.max() + 2) - 0.5)
     _summary(outcome, p, run)
 
 
+def _plot_link_stress(dist: pd.DataFrame, at: str, run: Run) -> None:
+    """Histogram of copies per router link, per scheme."""
+    with plots.figure(run.path("link_stress.png"), "Link stress, one event per topic" + at,
+                      "copies of the event on a link", "number of links") as ax:
+        for scheme, d in dist.groupby("scheme", sort=False):
+            if len(d):
+                bins = np.unique(np.geomspace(1, d.copies.max() + 1, 40).astype(int))
+                ax.hist(d.copies, bins=bins, weights=d.links, histtype="step", label=scheme, log=True)
+        ax.set_xscale("log")
+
+
+def _network(p: ScribeParams) -> tuple[str, str, str]:
+    """The summary's words for the network and what IP means on it."""
+    if p.proximity == "transit-stub":
+        return (f"on a transit-stub network of {p.topology.routers:,} routers", "ms",
+                "IP multicast is the shortest-path tree from the root's router; link stress counts "
+                "router-to-router links only.")
+    unit = {"plane": "plane units", "sphere": "radians", "matrix": "ms"}[p.proximity]
+    return (f"under the {p.proximity} proximity model", unit,
+            f"IP is the direct distance; delays are in {unit} (the delay_*_ms columns too); there are no "
+            "router links, so no link stress.")
+
+
 def _summary(outcome: Outcome, p: ScribeParams, run: Run) -> None:
     t, notes = outcome.tables, outcome.notes
-    delay, node_stress, link_stress, shape = (t[k] for k in ("delay", "node_stress", "link_stress",
-                                                              "tree_shape"))
+    delay, node_stress, shape = (t[k] for k in ("delay", "node_stress", "tree_shape"))
+    link_stress = t.get("link_stress", pd.DataFrame(columns=["scheme"]))
     valid = delay.dropna(subset=["rmd", "rad"])
     headline = pd.DataFrame([
         {"metric": "RMD median / mean / max",
@@ -251,14 +281,14 @@ def _summary(outcome: Outcome, p: ScribeParams, run: Run) -> None:
     ])
     sizes = ("group size %d" % p.group_size if p.group_size
              else f"size of rank r = floor(N r^-{p.size_exponent} + 0.5)")
+    network, unit, ip = _network(p)
     run.path("summary.md").write_text(
-        f"# {run.name}\n\n{p.nodes:,} Scribe nodes on a transit-stub network of {p.topology.routers:,} "
-        f"routers, {p.topics:,} topics ({sizes}; {notes['naming']}), {notes['subscriptions']:,} "
-        f"subscriptions, {notes['edges']:,} tree edges, seed {p.seed}.\n"
+        f"# {run.name}\n\n{p.nodes:,} Scribe nodes {network}, {p.topics:,} topics ({sizes}; "
+        f"{notes['naming']}), {notes['subscriptions']:,} subscriptions, {notes['edges']:,} tree edges, "
+        f"seed {p.seed}.\n"
         "Each topic's event is published by a random node, routed to the root (mean "
-        f"{delay.publisher_to_root_ms.mean():.1f} ms, {delay.publisher_to_root_hops.mean():.2f} hops; "
+        f"{delay.publisher_to_root_ms.mean():.1f} {unit}, {delay.publisher_to_root_hops.mean():.2f} hops; "
         "`publisher_to_root_*` in delay.csv), then sent down the tree. RMD and RAD compare the delays from "
-        "the root, as the Scribe paper does; IP multicast is the shortest-path tree from the root's "
-        "router; link stress counts router-to-router links only.\n" + overlays.described(p) + "\n"
+        f"the root, as the Scribe paper does; {ip}\n" + overlays.described(p) + "\n"
         + plots.markdown_table(headline) + "\n\nTimings (s): "
         + ", ".join(f"{k} {v:.1f}" for k, v in notes["seconds"].items()) + "\n")
