@@ -33,6 +33,8 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     args = ap.parse_args()
     p = loader.load(config.ScribeParams, args.conf, args.overrides)
+    if p.proximity != "transit-stub":
+        sys.exit(f"check_ip_link_stress: proximity = {p.proximity!r} has no router links to check")
     routers, _ = shared_network(p, p.seed)
     trees = pq.read_table(args.run / "trees.parquet").to_pandas()
     subs = pq.read_table(args.run / "subscriptions.parquet").to_pandas()

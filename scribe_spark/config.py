@@ -126,7 +126,7 @@ class OverlayParams:
 
 @dataclass(frozen=True)
 class OnRouters(OverlayParams):
-    """An overlay on the transit-stub routers: the model is fixed, not a parameter (Scribe, T3)."""
+    """An overlay on the transit-stub routers: the model is fixed, not a parameter (T3)."""
 
     proximity: ClassVar[str] = "transit-stub"
 

@@ -103,6 +103,9 @@ def plan(argv: list[str]) -> Setup:
             p = cli.plan(job, ["--conf", str(confs[job]), "--out", str(out), *resume])
         except config.ConfigError as e:
             raise config.ConfigError(f"{job} ({confs[job]}): {e}") from None
+        if isinstance(p.params, config.ScribeParams) and p.params.proximity != "transit-stub":
+            raise config.ConfigError(f"{job} ({confs[job]}): key 'proximity': must be 'transit-stub' here, "
+                                     f"the network of the paper's figures (got {p.params.proximity!r})")
         params[job] = as_dict(p.params)
     published = read_published(Path(args.published), params) if args.published else empty_published()
     return Setup(out, bool(args.out), confs, params, published,

@@ -52,7 +52,7 @@ def test_scribe_multicast_under_the_plane_model_measures_delay_against_direct_di
                 hop = parent[(topic, hop)]
             via_tree.append(d)
             direct.append(float(np.linalg.norm(xy[node] - xy[hop])))
-        row = delay.loc[rank]   # delay.csv holds two decimals
+        row = delay.loc[rank]   # delay.csv holds six significant digits
         assert row.max_delay_scribe_ms == pytest.approx(max(via_tree), abs=0.006)
         assert row.max_delay_ip_ms == pytest.approx(max(direct), abs=0.006)
         assert row.mean_delay_scribe_ms == pytest.approx(np.mean(via_tree), abs=0.006)

@@ -49,7 +49,12 @@ def test_reproduce_checks_every_job_and_the_file_before_it_starts(tmp_path, caps
     confs.mkdir()
     (confs / "pastry_joins.toml").write_text("nodes = 100\ninitial = 100\n")
     (tmp_path / "no-header.csv").write_text("figure,metric,value\n")
+    plane = tmp_path / "plane"
+    plane.mkdir()
+    (plane / "scribe_small_groups.toml").write_text('proximity = "plane"\nnodes = 300\ntopics = 20\n')
     cases = [(["--confs", str(confs)], f"pastry_joins ({confs / 'pastry_joins.toml'}): key 'initial'"),
+             (["--confs", str(plane)], "scribe_small_groups (" + str(plane / "scribe_small_groups.toml")
+              + "): key 'proximity': must be 'transit-stub' here"),
              (["--confs", str(TINY), "--published", str(tmp_path / "no-header.csv")],
               "missing column(s) source"),
              (["--confs", str(TINY), "--published", str(tmp_path / "none.csv")], "file not found"),
