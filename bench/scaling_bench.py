@@ -56,8 +56,9 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     from scribe_spark.reference.tree_shape import tree_faults
     from scribe_spark.scribe import trees as tr
     from scribe_spark.spark.session import SESSION_CONF
+    from scribe_spark.workloads import spark_groups
     from scribe_spark.workloads.network import make_ring, shared_network
-    from scribe_spark.workloads.scribe_groups import requests
+    from scribe_spark.workloads.scribe_groups import group_sizes, named_topics
 
     # Arrow for pandas -> Spark, as the jobs have it (session.py): without it the 39.5M subscriptions
     # of N = 10M go through pickled rows and the driver's JVM runs out of heap
@@ -89,15 +90,15 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     out.update(cached(sc, "route"))
 
     sc.setJobGroup("subscribe", "subscribe")
-    topics, sub_topic, sub_node, _ = requests(p, np.random.default_rng([p.seed, n, 2]))
-    # checkpointed, as the job's admitted subscriptions are (`topics.admit`): a frame made from pandas
-    # keeps its Arrow batches (0.6 GiB at N = 10M) in the driver's heap for as long as it is referenced
-    subs = tr.subscriptions_frame(spark, sub_topic, sub_node).localCheckpoint()
+    topics, sizes = named_topics(p), group_sizes(p)
+    # drawn by Spark tasks, as the job draws them, and checkpointed as its admitted subscriptions are
+    counts = spark_groups.chunk_counts(sizes, n, p.seed)
+    subs = spark_groups.members(spark, counts, n, p.seed).localCheckpoint()
     t0 = time.time()
     trees = tr.subscribe(overlay, topics, subs)
     out["edges"] = trees.edges.count()
     out["subscribe_s"] = time.time() - t0
-    out["subscriptions"] = int(len(sub_topic))
+    out["subscriptions"] = int(sizes.sum())
     out.update(cached(sc, "subscribe"))
 
     if check_lookups or check_topics:
@@ -112,14 +113,16 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
             out["check_lookups"], out["check_lookups_wrong"] = check_lookups, int((~routed.correct).sum())
             log.info("check: %d of %d lookups wrong", out["check_lookups_wrong"], check_lookups)
         if check_topics:
-            largest = int(np.bincount(sub_topic, minlength=topics.n).argmax())    # the deepest, widest tree
+            largest = int(sizes.argmax())    # the deepest, widest tree
             drawn = rng.choice(topics.n, min(check_topics, topics.n) - 1, replace=False)
             sample = np.union1d(drawn, [largest])
             edges = trees.edges.where(F.col("topic").isin([int(t) for t in sample])).toPandas()
+            checked = subs.where(F.col("topic").isin([int(t) for t in sample])).toPandas()
             out["check_topics"] = sample.tolist()
-            out["check_topic_subscriptions"] = int(np.isin(sub_topic, sample).sum())
+            out["check_topic_subscriptions"] = len(checked)
             out["check_tree_faults"] = tree_faults(ring, topics.hi, topics.lo, sample, edges,
-                                                   trees.roots.toPandas(), sub_topic, sub_node)
+                                                   trees.roots.toPandas(), checked.topic.to_numpy(),
+                                                   checked.node.to_numpy())
             log.info("check: tree faults over %d topics: %s", len(sample), out["check_tree_faults"])
         out["check_s"] = time.time() - t0
     spark.stop()

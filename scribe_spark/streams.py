@@ -28,6 +28,8 @@ class Purpose:
     CHURN = 11               # churn: sessions, arrivals and checks
     KEYS = 11                # tno_ordering: the keys of the ENS's jitter and loss draws
     GROWTH = 12              # overlay = joined: the order in which nodes join (P1/P2, S1/S2)
+    MEMBERS = 13             # S1/S2: each topic's subscribers per chunk of nodes (scope: topic[, chunk])
+    FORGED = 14              # S1/S2: requests with forged credentials (scope: block)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from scribe_spark import bsp, ids
 from scribe_spark import report as plots
@@ -28,8 +29,9 @@ from scribe_spark.scribe import trees as tr
 from scribe_spark.scribe.trees import NODE, SRC, TOPIC
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
+from scribe_spark.workloads import scribe_groups, spark_groups
 from scribe_spark.workloads.network import make_ring, shared_network
-from scribe_spark.workloads.scribe_groups import creators, requests, rooted_at
+from scribe_spark.workloads.scribe_groups import rooted_at
 
 
 def simulate(p: ScribeParams, run: Run) -> Outcome:
@@ -78,22 +80,25 @@ class _Workload:
 
 
 def _workload(spark, p: ScribeParams, ring, run: Run) -> _Workload:
-    """Draw the subscriptions and the forged requests, and admit those with the right credentials."""
-    draws = stream(p.seed, Purpose.SUBSCRIPTIONS, p.nodes)
-    topics, sub_topic, sub_node, (bad_topic, bad_node) = requests(p, draws)
+    """Draw the subscriptions and the forged requests in Spark, and admit those with the right credentials."""
+    topics = scribe_groups.named_topics(p)
+    sizes = scribe_groups.group_sizes(p)
+    counts = spark_groups.chunk_counts(sizes, p.nodes, p.seed)
     # each topic's publisher: a random node (it publishes the topic's one event)
     publisher = stream(p.seed, Purpose.PUBLISHERS, p.nodes).integers(0, p.nodes, p.topics)
     creator = None
     if p.topic_root != "hash":   # topicIds carry the creator's nodeId prefix: the creator is the root
-        creator = creators(p, publisher, sub_topic, sub_node)
+        creator = (publisher if p.topic_root == "creator_publisher"
+                   else spark_groups.picked_members(spark, counts, p.nodes, p.seed))
         topics = rooted_at(topics, ring, creator, p.seed)
-    cred = topics.cred_numbers()
-    creds = np.concatenate([cred[sub_topic], tp.forged(cred[bad_topic])])
-    subs, refused_sub = tp.admit(spark, topics, np.concatenate([sub_topic, bad_topic]),
-                                 np.concatenate([sub_node, bad_node]), creds)
-    pub_topic = np.concatenate([np.arange(p.topics), bad_topic])
-    pub_creds = np.concatenate([cred, tp.forged(cred[bad_topic])])
-    published, refused_pub = tp.admit(spark, topics, pub_topic, np.zeros(len(pub_topic)), pub_creds)
+    forged = spark_groups.forged_requests(spark, int(round(p.bad_credentials * int(sizes.sum()))), p.topics,
+                                          p.nodes, p.seed).localCheckpoint()
+    genuine = spark_groups.members(spark, counts, p.nodes, p.seed)
+    subs, refused_sub = tp.admit_frame(spark, topics, spark_groups.with_credentials(topics, genuine, forged))
+    pubs = spark_groups.with_credentials(topics, spark_groups.topic_frame(spark, p.topics),
+                                         forged.select(TOPIC, F.lit(0).cast("long").alias(NODE)))
+    published, refused_pub = tp.admit_frame(spark, topics, pubs)
+    bsp.release(forged)   # the admitted frames are checkpointed: nothing reads the forged requests again
     n_subs = subs.count()
     run.log(f"{p.topics} topics, {n_subs} subscriptions accepted, {refused_sub} subscribe and "
             f"{refused_pub} publish requests refused (wrong credentials)")

@@ -78,10 +78,20 @@ def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: np.n
 
     Credentials travel as numbers (`Topics.cred_numbers`): equal numbers are equal credentials.
     """
-    acl = local_frame(spark, pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
-                                           "acl": topics.cred_numbers()}))
     req = local_frame(spark, pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
                                            "cred": np.asarray(cred, dtype=np.int64)}))
+    return admit_frame(spark, topics, req)
+
+
+def acl_frame(spark, topics: Topics):
+    """Each topic's credential number, as a frame (topic, acl)."""
+    return local_frame(spark, pd.DataFrame({TOPIC: np.arange(topics.n, dtype=np.int64),
+                                            "acl": topics.cred_numbers()}))
+
+
+def admit_frame(spark, topics: Topics, req):
+    """`admit` for requests (topic, node, cred) already in a frame."""
+    acl = acl_frame(spark, topics)
     checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
                .localCheckpoint())
     refused = checked.where(~F.col("ok")).count()

@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from scribe_spark import ids
-from scribe_spark.config import ScribeParams, TopicWorkload
+from scribe_spark.config import TopicWorkload
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.scribe import topics as tp
-from scribe_spark.streams import Purpose, stream
 
 
 def group_sizes(p: TopicWorkload) -> np.ndarray:
@@ -15,34 +14,22 @@ def group_sizes(p: TopicWorkload) -> np.ndarray:
     return p.sizes()
 
 
-def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
-    """Return (topics, subscription topics, subscribers): `group_sizes` distinct random nodes per topic."""
+def named_topics(p: TopicWorkload) -> tp.Topics:
+    """The run's topics: topic-1 .. topic-T, created by creator-(r mod 100), credentials keyed by the seed."""
     names = [f"topic-{r}" for r in range(1, p.topics + 1)]
     creators = [f"creator-{r % 100}" for r in range(1, p.topics + 1)]
-    topics = tp.create(names, creators, secret=p.seed)
+    return tp.create(names, creators, secret=p.seed)   # type: ignore[attr-defined]
+
+
+def subscriptions(p, rng: np.random.Generator) -> tuple[tp.Topics, np.ndarray, np.ndarray]:
+    """Return (topics, subscription topics, subscribers): `group_sizes` distinct random nodes per topic.
+
+    The small jobs (S3, churn) draw them in the driver; S1 and S2 in Spark (`spark_groups`).
+    """
     sizes = group_sizes(p)
     sub_topic = np.repeat(np.arange(p.topics, dtype=np.int64), sizes)
     sub_node = np.concatenate([rng.choice(p.nodes, size=s, replace=False) for s in sizes]).astype(np.int64)
-    return topics, sub_topic, sub_node
-
-
-def requests(p: ScribeParams, rng: np.random.Generator):
-    """Return (topics, subscription topics, subscribers, (topics, nodes) of wrong-credential requests)."""
-    topics, sub_topic, sub_node = subscriptions(p, rng)
-    bogus = int(round(p.bad_credentials * len(sub_topic)))
-    bad_topic = rng.integers(0, p.topics, bogus)
-    bad_node = rng.integers(0, p.nodes, bogus)
-    return topics, sub_topic, sub_node, (bad_topic, bad_node)
-
-
-def creators(p: ScribeParams, publisher: np.ndarray, sub_topic: np.ndarray,
-             sub_node: np.ndarray) -> np.ndarray:
-    """Return each topic's creator node for `topic_root`: its publisher, or one of its members at random."""
-    if p.topic_root == "creator_publisher":
-        return publisher
-    start = np.searchsorted(sub_topic, np.arange(p.topics))    # subscriptions come sorted by topic
-    size = np.bincount(sub_topic, minlength=p.topics)
-    return sub_node[start + stream(p.seed, Purpose.CREATORS, p.nodes).integers(0, size)]
+    return named_topics(p), sub_topic, sub_node
 
 
 def rooted_at(topics: tp.Topics, ring: Ring, creator: np.ndarray, secret: int) -> tp.Topics:

@@ -1,0 +1,65 @@
+"""Scribe subscriptions drawn in Spark (S1, S2): sizes, distinctness, uniformity, and the same workload
+whatever the partitioning."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from scribe_spark.workloads import spark_groups as sg
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of 64 node numbers, so that a few hundred nodes span several chunks."""
+    monkeypatch.setattr(sg, "CHUNK", 64)
+    monkeypatch.setattr(sg, "ROWS_PER_TASK", 50)
+
+
+def _pairs(frame) -> pd.DataFrame:
+    return frame.toPandas().sort_values(["topic", "node"]).reset_index(drop=True)
+
+
+def test_each_topic_gets_its_size_in_distinct_nodes_across_chunks(spark, small_chunks):
+    sizes = np.array([300, 1, 64, 65, 200, 17])
+    counts = sg.chunk_counts(sizes, 300, seed=4)
+    assert counts.groupby("topic").k.sum().tolist() == sizes.tolist()
+    assert (counts.k <= sg.chunk_widths(300, 64)[counts.chunk]).all() and len(sg.chunk_widths(300, 64)) == 5
+    subs = _pairs(sg.members(spark, counts, 300, seed=4))
+    assert subs.groupby("topic").node.nunique().tolist() == sizes.tolist()
+    assert subs.groupby("topic").size().tolist() == sizes.tolist()
+    assert subs.node.between(0, 299).all()
+    assert set(subs[subs.topic == 0].node) == set(range(300))     # a topic of every node has them all
+
+
+def test_the_same_seed_gives_the_same_workload_whatever_the_partitions(spark, small_chunks, monkeypatch):
+    sizes = np.array([150, 40, 7, 99])
+    counts = sg.chunk_counts(sizes, 250, seed=9)
+    one = _pairs(sg.members(spark, counts, 250, seed=9))
+    monkeypatch.setattr(sg, "ROWS_PER_TASK", 1)                   # a task per (topic, chunk)
+    many = _pairs(sg.members(spark, counts, 250, seed=9))
+    assert one.equals(many)
+    assert not one.equals(_pairs(sg.members(spark, sg.chunk_counts(sizes, 250, seed=10), 250, seed=10)))
+    forged = [_pairs(sg.forged_requests(spark, 150, 4, 250, seed=9)) for _ in range(2)]
+    assert forged[0].equals(forged[1]) and len(forged[0]) == 150
+    assert forged[0].topic.between(0, 3).all() and forged[0].node.between(0, 249).all()
+
+
+def test_members_are_uniform_over_the_nodes(small_chunks):
+    """Chunk counts and in-chunk draws together pick every node equally often (chi-square, 1,000 topics)."""
+    nodes, size, topics = 200, 30, 1000
+    counts = sg.chunk_counts(np.full(topics, size), nodes, seed=2)
+    hits = np.zeros(nodes)
+    for t, c, k in counts.itertuples(index=False):
+        hits[sg.chunk_members(2, nodes, t, c, k, 64)] += 1
+    assert hits.sum() == size * topics
+    assert stats.chisquare(hits).pvalue > 1e-3
+
+
+def test_a_picked_member_is_a_member_of_its_topic(spark, small_chunks):
+    sizes = np.array([120, 3, 66, 1, 200])
+    counts = sg.chunk_counts(sizes, 200, seed=5)
+    subs = _pairs(sg.members(spark, counts, 200, seed=5))
+    picked = sg.picked_members(spark, counts, 200, seed=5)
+    assert len(picked) == len(sizes)
+    for t, node in enumerate(picked):
+        assert node in set(subs[subs.topic == t].node)
