@@ -619,6 +619,8 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
                                only_with=("session", "pareto"))
     trace: str = knob("", "session trace (CSV with header node,start_s,end_s; one row per session, in s "
                           "from the run's start)", only_with=("session", "trace"))
+    leave_share: float = share(0.0, "share of the departures that are graceful leaves (repaired before the "
+                                    "epoch's first checks); the others are crashes, found by the checks")
     lookups: int = count(20_000, "random keys from random live members, per check")
     topics: int = count(30, "Scribe topics")
 

@@ -192,12 +192,16 @@ def test_churn_job(tiny):
     assert (t.lookups_correct_after_repair == 1.0).all()
     assert (t.topics_lost == 0).all()          # this seed never fails a root together with all its replicas
     assert (t.event_delivery_after_repair == 1.0).all()
-    assert (t.event_delivery_before_repair < 1.0).any()
+    assert (t.event_delivery_before_repair < 1.0).any() and (t.timeouts_per_lookup_before_repair > 0).any()
+    assert (t.left_gracefully == 0).all()   # leave_share = 0: every departure a crash
 
 
 @pytest.mark.slow
 def test_churn_replays_a_session_trace(spark, tmp_path):
-    """session = trace: who leaves and who joins in the epoch is the trace's, and repair still holds."""
+    """session = trace: who leaves and who joins in the epoch is the trace's, and repair still holds.
+
+    Every departure is a graceful leave (leave_share = 1), repaired before the checks: unlike the crashes
+    of `test_churn_job`, no check sees them."""
     from scribe_spark import cli
     rng = np.random.default_rng(9)
     first = rng.uniform(10, 1000, 400)                       # 400 under way at time 0
@@ -208,11 +212,14 @@ def test_churn_replays_a_session_trace(spark, tmp_path):
     trace.write_text("node,start_s,end_s\n" + "\n".join(rows) + "\n")
     conf = ROOT / "conf" / "tiny" / "churn.toml"
     assert cli.main("churn", ["--conf", str(conf), "--set", "session=trace", "--set", f"trace={trace}",
-                              "--set", "epochs=1", "--out", str(tmp_path / "out")]) == 0
+                              "--set", "epochs=1", "--set", "leave_share=1",
+                              "--out", str(tmp_path / "out")]) == 0
     t = pd.read_csv(tmp_path / "out" / "churn" / "churn.csv")
     first, starts = np.round(first, 3), np.round(starts, 3)
     assert list(t.joined) == [int((starts <= 60).sum())] and (starts > 60).any()
     assert list(t.left) == [int((first < 60).sum())] and (first >= 60).any()
     assert (t.lookups_correct_after_repair == 1.0).all() and (t.event_delivery_after_repair == 1.0).all()
+    assert (t.left_gracefully == t.left).all() and (t.timeouts_per_lookup_before_repair == 0).all()
+    assert (t.event_delivery_before_repair == 1.0).all() and (t.lookups_correct_before_repair == 1.0).all()
     assert "sessions replayed from sessions.csv (460 sessions)" in \
         (tmp_path / "out" / "churn" / "summary.md").read_text()

@@ -7,7 +7,10 @@ process whose rate, nodes / mean_session_s, keeps the size steady, from a pool o
 `session = "trace"` the file's sessions decide who is online when, each session a node id of its
 own. Time advances in epochs of `epoch_s`. In each epoch:
 
-1. the members whose sessions end in the epoch leave silently;
+1. the members whose sessions end in the epoch leave: a share `leave_share` of them gracefully, whose
+   departure is repaired at once (Pastry's leaf sets and every routing-table entry naming them,
+   then Scribe's trees, as in step 3: as if each told every node that points at it), the others
+   crash silently;
 2. before anyone notices: `lookups` random keys from random live members are routed (a node
    that forwards to a dead node times out and picks again, as in `pastry_failures`) and
    checked against the brute-force closest live node; every topic publishes one event,
@@ -128,10 +131,53 @@ def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFra
     leaving = np.flatnonzero(w.alive & (w.ends < until))
     dead = ~w.alive
     dead[leaving] = True
+    graceful = leaving[stream(p.seed, Purpose.LEAVES, e).random(len(leaving)) < p.leave_share]
+    costs = _Costs()
+    if len(graceful):   # 1. graceful leaves: repaired before anyone routes
+        gone = ~w.alive
+        gone[graceful] = True
+        w.overlay, w.trees = _repair(p, w, gone, topics, subs_df, costs)
     # 2. before repair
     correct_before, hops_before, timeouts_before = _lookups(w.overlay, ~dead, p.lookups, rng)
     delivered_before, n_subs = _delivery(w.overlay, w.trees, subs, dead, w.lost)
     # 3. repair
+    repaired, trees = _repair(p, w, dead, topics, subs_df, costs)
+    w.alive[leaving] = False
+    # 4. joins and root handoffs
+    xs, join_counts, handoffs = _joins(p, w, repaired, trees, topics, until, rng)
+    _check_roots(w, topics, e)
+    # 5. after repair and joins
+    correct_after, hops_after, timeouts_after = _lookups(w.overlay, w.alive, p.lookups, rng)
+    delivered_after, _ = _delivery(w.overlay, w.trees, subs, ~w.alive, w.lost)
+    row = {"epoch": e, "time_s": now, "members": int(w.alive.sum()), "left": len(leaving),
+           "left_gracefully": len(graceful), "joined": len(xs),
+           "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
+           "timeouts_per_lookup_before_repair": timeouts_before,
+           "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
+           "timeouts_per_lookup_after_repair": timeouts_after,
+           "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
+           "event_delivery_after_repair": delivered_after,
+           "pastry_repair_messages": costs.pastry, "scribe_repair_messages": costs.scribe,
+           "join_messages": sum(join_counts.values()), "root_failovers": costs.failovers,
+           "root_handoffs": handoffs, "topics_lost": len(w.lost)}
+    run.log(f"epoch {e}: {row['left']} left, {row['joined']} joined, {row['members']} members; lookups "
+            f"correct {correct_before:.4f} before repair, {correct_after:.4f} after; event delivery "
+            f"{delivered_before:.4f} / {delivered_after:.4f} ({time.time() - t0:.1f}s)")
+    return row
+
+
+@dataclass
+class _Costs:
+    """The repair messages and root failovers of an epoch, summed over its repairs."""
+
+    pastry: int = 0
+    scribe: int = 0
+    failovers: int = 0
+
+
+def _repair(p: ChurnParams, w: _World, dead: np.ndarray, topics, subs_df, costs: _Costs):
+    """Pastry repairs the departures in `dead` (leaf sets and every dead entry: `failures.repair`, eager,
+    so that the tree repair's SUBSCRIBEs meet no dead entry), then Scribe its trees; return both."""
     roots = w.trees.roots.toPandas().set_index(TOPIC)[NODE]
     failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
     leaf_sets = w.overlay.state.select("id", "leaf").toPandas()
@@ -140,30 +186,10 @@ def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFra
     fixed = rp.repair_trees(repaired, topics, w.trees, subs_df, dead, replica_sets)
     w.lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
     w.overlay.state.unpersist()
-    w.alive[leaving] = False
-    # 4. joins and root handoffs
-    xs, join_counts, handoffs = _joins(p, w, repaired, fixed.trees, topics, until, rng)
-    _check_roots(w, topics, e)
-    # 5. after repair and joins
-    correct_after, hops_after, timeouts_after = _lookups(w.overlay, w.alive, p.lookups, rng)
-    delivered_after, _ = _delivery(w.overlay, w.trees, subs, ~w.alive, w.lost)
-    row = {"epoch": e, "time_s": now, "members": int(w.alive.sum()), "left": len(leaving),
-           "joined": len(xs),
-           "lookups_correct_before_repair": correct_before, "mean_hops_before_repair": hops_before,
-           "timeouts_per_lookup_before_repair": timeouts_before,
-           "lookups_correct_after_repair": correct_after, "mean_hops_after_repair": hops_after,
-           "timeouts_per_lookup_after_repair": timeouts_after,
-           "live_subscriptions": n_subs, "event_delivery_before_repair": delivered_before,
-           "event_delivery_after_repair": delivered_after,
-           "pastry_repair_messages": pcounts["leaf_messages"] + pcounts["table_messages"],
-           "scribe_repair_messages": (fixed.counts["subscribe_messages"]
-                                      + fixed.counts["unsubscribe_messages"]),
-           "join_messages": sum(join_counts.values()), "root_failovers": fixed.counts["root_failovers"],
-           "root_handoffs": handoffs, "topics_lost": len(w.lost)}
-    run.log(f"epoch {e}: {row['left']} left, {row['joined']} joined, {row['members']} members; lookups "
-            f"correct {correct_before:.4f} before repair, {correct_after:.4f} after; event delivery "
-            f"{delivered_before:.4f} / {delivered_after:.4f} ({time.time() - t0:.1f}s)")
-    return row
+    costs.pastry += pcounts["leaf_messages"] + pcounts["table_messages"]
+    costs.scribe += fixed.counts["subscribe_messages"] + fixed.counts["unsubscribe_messages"]
+    costs.failovers += fixed.counts["root_failovers"]
+    return repaired, fixed.trees
 
 
 def _joins(p: ChurnParams, w: _World, repaired, trees, topics, until: float,
@@ -190,6 +216,14 @@ def _check_roots(w: _World, topics, e: int) -> None:
         raise RuntimeError(f"epoch {e}: {len(wrong)} topics have a root that is not the closest live node")
 
 
+def _leaves(p: ChurnParams) -> str:
+    """How the summary says who leaves how."""
+    if p.leave_share == 0:
+        return "all silently (crashes)"
+    return (f"a share {p.leave_share:g} of them gracefully (their departure repaired before the checks), "
+            "the others silently (crashes)")
+
+
 def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
     """Plot lookup correctness and event delivery per epoch, before and after repair; summarise."""
     table = outcome.tables["churn"]
@@ -207,7 +241,7 @@ def report(outcome: Outcome, p: ChurnParams, run: Run) -> None:
         f"{outcome.notes['churn']}, "
         f"{p.epochs} epochs of {p.epoch_s:.0f} s; {p.topics} topics, {outcome.notes['subscriptions']} "
         f"initial subscriptions (newcomers do not subscribe); {p.lookups:,} lookups per check; seed "
-        f"{p.seed}. Per epoch, the leaving nodes go silently at its start; 'before repair' is measured "
+        f"{p.seed}. Per epoch, the leaving nodes go at its start, {_leaves(p)}; 'before repair' is measured "
         "right then (a node that forwards to a dead node times out and picks again; timeouts per lookup "
         "are counted, not as hops), 'after repair' once Pastry and Scribe have repaired and the epoch's "
         "newcomers have joined. Event delivery = share of live subscriptions joined to a live root by live "
