@@ -380,6 +380,10 @@ class ScribeParams(Growth, TopicWorkload, AnyProximity):
                            choices=TOPIC_ROOTS)
 
     def validate(self) -> None:
+        # the subscribers' split over chunks of nodes is a multivariate hypergeometric draw, which
+        # NumPy makes for fewer than 10^9 items (workloads/spark_groups.py)
+        _require(self.nodes < 10**9, "nodes", "must be below 1,000,000,000 (the subscriptions' draw)",
+                 self.nodes)
         self.validate_topics(self.nodes)
         self.validate_overlay()
         self.validate_growth(self.nodes, self.nodes, self.leaf_set)

@@ -17,7 +17,7 @@ class Purpose:
     NETWORK = 0              # the transit-stub router graph (scope: none)
     LOOKUPS = 1              # lookup sources and keys
     JOIN_ORDER = 2           # pastry_joins: which nodes join in which batch
-    SUBSCRIPTIONS = 2        # Scribe: subscribers of each topic, forged requests
+    SUBSCRIPTIONS = 2        # S3, churn: subscribers of each topic (S1/S2 draw theirs with MEMBERS)
     PUBLISHERS = 3           # Scribe: the node that publishes each topic's event
     CREATORS = 4             # Scribe: each topic's creator, when the creator is the root
     FAILURES = 5             # pastry_failures: who fails, and the lookups after

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads import spark_groups as sg
 
 
@@ -16,7 +17,11 @@ def small_chunks(monkeypatch):
 
 
 def _pairs(frame) -> pd.DataFrame:
-    return frame.toPandas().sort_values(["topic", "node"]).reset_index(drop=True)
+    return _pairs_of(frame.toPandas())
+
+
+def _pairs_of(table: pd.DataFrame) -> pd.DataFrame:
+    return table.astype("int64").sort_values(["topic", "node"]).reset_index(drop=True)
 
 
 def test_each_topic_gets_its_size_in_distinct_nodes_across_chunks(spark, small_chunks):
@@ -39,9 +44,13 @@ def test_the_same_seed_gives_the_same_workload_whatever_the_partitions(spark, sm
     many = _pairs(sg.members(spark, counts, 250, seed=9))
     assert one.equals(many)
     assert not one.equals(_pairs(sg.members(spark, sg.chunk_counts(sizes, 250, seed=10), 250, seed=10)))
-    forged = [_pairs(sg.forged_requests(spark, 150, 4, 250, seed=9)) for _ in range(2)]
-    assert forged[0].equals(forged[1]) and len(forged[0]) == 150
-    assert forged[0].topic.between(0, 3).all() and forged[0].node.between(0, 249).all()
+    forged = _pairs(sg.forged_requests(spark, 150, 4, 250, seed=9))    # blocks of 64: 64, 64, 22
+    want = []
+    for block, n in enumerate((64, 64, 22)):   # each block's draws from its own stream, in any task
+        rng = stream(9, Purpose.FORGED, block)
+        want.append(pd.DataFrame({"topic": rng.integers(0, 4, n), "node": rng.integers(0, 250, n)}))
+    assert forged.equals(_pairs_of(pd.concat(want)))
+    assert forged.topic.between(0, 3).all() and forged.node.between(0, 249).all()
 
 
 def test_members_are_uniform_over_the_nodes(small_chunks):
@@ -55,11 +64,15 @@ def test_members_are_uniform_over_the_nodes(small_chunks):
     assert stats.chisquare(hits).pvalue > 1e-3
 
 
-def test_a_picked_member_is_a_member_of_its_topic(spark, small_chunks):
-    sizes = np.array([120, 3, 66, 1, 200])
+def test_a_picked_member_is_the_drawn_index_of_its_topic_in_draw_order(spark, small_chunks):
+    """Each topic's creator: the member at the CREATORS stream's index among its members, chunk by chunk
+    in the order they were drawn (computed here from the chunks' own draws)."""
+    sizes = np.array([120, 3, 66, 1, 200, 130])
     counts = sg.chunk_counts(sizes, 200, seed=5)
-    subs = _pairs(sg.members(spark, counts, 200, seed=5))
     picked = sg.picked_members(spark, counts, 200, seed=5)
-    assert len(picked) == len(sizes)
-    for t, node in enumerate(picked):
-        assert node in set(subs[subs.topic == t].node)
+    index = stream(5, Purpose.CREATORS, 200).integers(0, sizes)
+    for t, size in enumerate(sizes):
+        mine = counts[counts.topic == t].sort_values("chunk")
+        drawn = np.concatenate([sg.chunk_members(5, 200, t, c, k, 64)
+                                for _, c, k in mine.itertuples(index=False)])
+        assert len(drawn) == size and picked[t] == drawn[index[t]], t

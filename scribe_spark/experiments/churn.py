@@ -136,7 +136,7 @@ def _epoch(p: ChurnParams, run: Run, w: _World, e: int, topics, subs: pd.DataFra
     if len(graceful):   # 1. graceful leaves: repaired before anyone routes
         gone = ~w.alive
         gone[graceful] = True
-        w.overlay, w.trees = _repair(p, w, gone, topics, subs_df, costs)
+        w.overlay, w.trees = _repair(p, w, gone, topics, subs_df, costs, handover=True)
     # 2. before repair
     correct_before, hops_before, timeouts_before = _lookups(w.overlay, ~dead, p.lookups, rng)
     delivered_before, n_subs = _delivery(w.overlay, w.trees, subs, dead, w.lost)
@@ -175,16 +175,21 @@ class _Costs:
     failovers: int = 0
 
 
-def _repair(p: ChurnParams, w: _World, dead: np.ndarray, topics, subs_df, costs: _Costs):
+def _repair(p: ChurnParams, w: _World, dead: np.ndarray, topics, subs_df, costs: _Costs,
+            handover: bool = False):
     """Pastry repairs the departures in `dead` (leaf sets and every dead entry: `failures.repair`, eager,
-    so that the tree repair's SUBSCRIBEs meet no dead entry), then Scribe its trees; return both."""
+    so that the tree repair's SUBSCRIBEs meet no dead entry), then Scribe its trees; return both.
+
+    With `handover` (graceful leaves) a leaving root hands its topic's state to the new root, so no
+    topic is lost, whichever replicas leave with it."""
     roots = w.trees.roots.toPandas().set_index(TOPIC)[NODE]
     failed_roots = {int(t): int(r) for t, r in roots.items() if dead[r]}
     leaf_sets = w.overlay.state.select("id", "leaf").toPandas()
     replica_sets = rp.replicas(w.ring, leaf_sets, topics, failed_roots, p.replicas)
     repaired, pcounts = fl.repair(w.overlay, dead)
     fixed = rp.repair_trees(repaired, topics, w.trees, subs_df, dead, replica_sets)
-    w.lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
+    if not handover:
+        w.lost |= set(fixed.failover.loc[~fixed.failover.replicated, TOPIC].astype(int))
     w.overlay.state.unpersist()
     costs.pastry += pcounts["leaf_messages"] + pcounts["table_messages"]
     costs.scribe += fixed.counts["subscribe_messages"] + fixed.counts["unsubscribe_messages"]

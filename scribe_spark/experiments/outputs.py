@@ -278,7 +278,8 @@ CHURN = {t.name: t for t in (
           ("pastry_repair_messages", "", "Pastry leaf-set and routing-table repair messages"),
           ("scribe_repair_messages", "", "Scribe repair messages (SUBSCRIBE and UNSUBSCRIBE)"),
           ("join_messages", "", "messages of the epoch's joins, all kinds"),
-          ("root_failovers", "", "topics whose root failed and moved to another node"),
+          ("root_failovers", "", "moves of a topic's root away from a node that left (a topic may move "
+                                 "twice in an epoch with graceful leaves)"),
           ("root_handoffs", "", "topics handed to a newcomer now closest to the topicId"),
           ("topics_lost", "", "topics lost so far (new root without the replicated state)")),
 )}

@@ -42,15 +42,13 @@ def chunk_widths(nodes: int, chunk: int) -> np.ndarray:
 def chunk_counts(sizes: np.ndarray, nodes: int, seed: int) -> pd.DataFrame:
     """Return (topic, chunk, k): how many of each topic's subscribers fall in each chunk (k > 0 only)."""
     widths = chunk_widths(nodes, CHUNK)
-    rows = []
-    for t, size in enumerate(np.asarray(sizes, dtype=np.int64)):
-        if len(widths) == 1:
-            k = np.array([size])
-        else:
-            k = stream(seed, Purpose.MEMBERS, t).multivariate_hypergeometric(widths, int(size))
-        chunks = np.flatnonzero(k)
-        rows.append(pd.DataFrame({"topic": t, "chunk": chunks, "k": k[chunks]}))
-    return pd.concat(rows, ignore_index=True).astype(np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(widths) == 1:
+        return pd.DataFrame({"topic": np.arange(len(sizes)), "chunk": 0, "k": sizes}).astype(np.int64)
+    k = np.stack([stream(seed, Purpose.MEMBERS, t).multivariate_hypergeometric(widths, int(size))
+                  for t, size in enumerate(sizes)])
+    topic, chunk = np.nonzero(k)   # row-major: by topic, then chunk
+    return pd.DataFrame({"topic": topic, "chunk": chunk, "k": k[topic, chunk]}).astype(np.int64)
 
 
 def chunk_members(seed: int, nodes: int, topic: int, chunk: int, k: int, size: int) -> np.ndarray:
