@@ -60,13 +60,15 @@ def ring_bytes(p: Any) -> int:
 
 
 # each kind of process at its own peak in S1 at 10,000,000 nodes (transit-stub, local[2], an 8 GiB
-# heap; the performance page has the runs): the driver JVM's resident memory beyond its heap, the
-# Python driver's bytes per node of the overlay, and each local Python worker's. The peaks need not
-# coincide, so their sum overestimates a run's peak. The local workers map one shared copy of the ring
-# (`spark/shared.py`): its bytes count once for all of them, and come off each worker's figure.
-JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.9 GiB resident with an 8 GiB heap
-DRIVER_BYTES_PER_NODE = 430   # 4.0 GiB
-WORKER_BYTES_PER_NODE = 134   # 2.5 GiB for two workers, each holding its own ring when measured
+# heap, subscriptions drawn by Spark tasks; the performance page has the run): the driver JVM's
+# resident memory beyond its heap, the Python driver's bytes per node of the overlay (its fixed
+# part included), and each local Python worker's (resident, so the ring's mapped pages count in
+# each). The peaks need not coincide, so their sum overestimates a run's peak. The local workers map
+# one shared copy of the ring (`spark/shared.py`): its bytes count once for all of them, and come off
+# each worker's figure.
+JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.8-8.9 GiB resident with an 8 GiB heap
+DRIVER_BYTES_PER_NODE = 107   # 1.00 GiB
+WORKER_BYTES_PER_NODE = 111   # 2.07 GiB for two workers
 
 
 def expected_peak(p: Any, heap_bytes: int, master: str) -> int:

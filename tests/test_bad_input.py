@@ -328,19 +328,19 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
 
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
-    line = capacity.peak_warning(p, "8g", "local[2]", limit=23 * GiB)
+    line = capacity.peak_warning(p, "8g", "local[2]", limit=12 * GiB)
     # the figures measured at 10M, with the workers' ring (52 B per node here) once instead of in each
-    expected = 8 * GiB + 9 * GiB // 10 + (430 + 2 * (134 - 52) + 52) * 25_000_000
+    expected = 8 * GiB + 9 * GiB // 10 + (107 + 2 * (111 - 52) + 52) * 25_000_000
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
                            f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g and, per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
     # each local worker adds its own share but the ring; the driver's is there on any master
     assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
-            == 2 * (134 - 52) * 25_000_000)
+            == 2 * (111 - 52) * 25_000_000)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None
-    assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=23 * GiB) is None
+    assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=12 * GiB) is None
     assert capacity.peak_warning(TnoSizeParams(), "8g", "local[2]", limit=1) is None
 
 
