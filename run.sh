@@ -122,7 +122,7 @@ submit() {  # submit DEBUG MASTER SCRIPT [ARGS...]
   trap 'forward TERM' TERM
   local rc=0
   if [ -z "$signal" ]; then
-    SCRIBE_RUN_DIR="$dir" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
+    SCRIBE_RUN_DIR="$dir" SCRIBE_MASTER="$master" spark-submit --master "$master" ${extra[@]+"${extra[@]}"} \
       --driver-memory "${SCRIBE_DRIVER_MEMORY:-8g}" \
       --conf spark.ui.showConsoleProgress=false \
       --conf spark.sql.shuffle.partitions="${SCRIBE_SHUFFLE_PARTITIONS:-${SHUFFLE_DEFAULT:-8}}" \

@@ -85,3 +85,14 @@ def test_run_sh_hears_the_line_from_the_job_through_its_folder(tmp_path, monkeyp
     assert capsys.readouterr().err == ""   # Spark would hand this process's stderr to its stdout
     code, line = (tmp_path / "status").read_text().splitlines()
     assert code == "1" and line.startswith("pastry_hops: error: the simulator failed: ZeroDivisionError")
+
+
+def test_the_resume_hint_names_the_master_the_run_was_given(tmp_path, monkeypatch):
+    """A run on a cluster continues there: the hint repeats --master unless it is run.sh's default."""
+    from scribe_spark.cli import job
+    argv = ["--conf", str(ROOT / "conf" / "tiny" / "pastry_hops.toml"), "--out", str(tmp_path)]
+    monkeypatch.setenv("SCRIBE_MASTER", "local[*]")
+    assert "--master" not in job.hint(job.plan("pastry_hops", argv))
+    monkeypatch.setenv("SCRIBE_MASTER", "spark://127.0.0.1:7077")
+    assert job.hint(job.plan("pastry_hops", argv)).endswith(
+        f"--master spark://127.0.0.1:7077 --out {tmp_path} --resume")

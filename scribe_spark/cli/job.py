@@ -107,7 +107,9 @@ def hint(p: Plan) -> str:
             skip = True
         elif a != "--resume" and not a.startswith("--out="):
             rest.append(a)
-    return shlex.join(["./run.sh", p.job.name, *rest, "--out", str(p.out_root), "--resume"])
+    master = _master()   # run.sh's own default needs no flag; any other master must be given again
+    on = [] if master == "local[*]" else ["--master", master]
+    return shlex.join(["./run.sh", p.job.name, *rest, *on, "--out", str(p.out_root), "--resume"])
 
 
 def check(name: str, argv: list[str]) -> int:
