@@ -94,10 +94,11 @@ def _workload(spark, p: ScribeParams, ring, run: Run) -> _Workload:
     forged = spark_groups.forged_requests(spark, int(round(p.bad_credentials * int(sizes.sum()))), p.topics,
                                           p.nodes, p.seed).localCheckpoint()
     genuine = spark_groups.members(spark, counts, p.nodes, p.seed)
-    subs, refused_sub = tp.admit_frame(spark, topics, spark_groups.with_credentials(topics, genuine, forged))
-    pubs = spark_groups.with_credentials(topics, spark_groups.topic_frame(spark, p.topics),
+    acl = tp.acl_frame(spark, topics)   # the credentials as the rooted topics have them
+    subs, refused_sub = tp.admit_frame(spark_groups.with_credentials(acl, genuine, forged), acl)
+    pubs = spark_groups.with_credentials(acl, spark_groups.topic_frame(spark, p.topics),
                                          forged.select(TOPIC, F.lit(0).cast("long").alias(NODE)))
-    published, refused_pub = tp.admit_frame(spark, topics, pubs)
+    published, refused_pub = tp.admit_frame(pubs, acl)
     bsp.release(forged)   # the admitted frames are checkpointed: nothing reads the forged requests again
     n_subs = subs.count()
     run.log(f"{p.topics} topics, {n_subs} subscriptions accepted, {refused_sub} subscribe and "

@@ -80,7 +80,7 @@ def admit(spark, topics: Topics, topic: np.ndarray, node: np.ndarray, cred: np.n
     """
     req = local_frame(spark, pd.DataFrame({TOPIC: topic.astype(np.int64), NODE: node.astype(np.int64),
                                            "cred": np.asarray(cred, dtype=np.int64)}))
-    return admit_frame(spark, topics, req)
+    return admit_frame(req, acl_frame(spark, topics))
 
 
 def acl_frame(spark, topics: Topics):
@@ -89,9 +89,8 @@ def acl_frame(spark, topics: Topics):
                                             "acl": topics.cred_numbers()}))
 
 
-def admit_frame(spark, topics: Topics, req):
-    """`admit` for requests (topic, node, cred) already in a frame."""
-    acl = acl_frame(spark, topics)
+def admit_frame(req, acl):
+    """`admit` for requests (topic, node, cred) already in a frame, against the topics' `acl_frame`."""
     checked = (req.join(F.broadcast(acl), TOPIC).withColumn("ok", F.col("cred") == F.col("acl"))
                .localCheckpoint())
     refused = checked.where(~F.col("ok")).count()

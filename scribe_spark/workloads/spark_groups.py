@@ -19,7 +19,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe.trees import NODE, TOPIC
 from scribe_spark.spark.arrow import local_frame
 from scribe_spark.streams import Purpose, stream
@@ -110,10 +109,11 @@ def picked_members(spark: SparkSession, counts: pd.DataFrame, nodes: int, seed: 
     return got[NODE].to_numpy()
 
 
-def with_credentials(topics: tp.Topics, genuine: DataFrame, forged: DataFrame) -> DataFrame:
-    """Requests (topic, node, cred): the genuine ones carry their topic's credential, the forged ones
-    that credential with every bit flipped (`topics.forged`), so they never pass."""
-    acl = F.broadcast(tp.acl_frame(genuine.sparkSession, topics))
+def with_credentials(acl: DataFrame, genuine: DataFrame, forged: DataFrame) -> DataFrame:
+    """Requests (topic, node, cred): the genuine ones carry their topic's credential (`acl`, the topics'
+    `acl_frame`), the forged ones that credential with every bit flipped (`topics.forged`), so they
+    never pass."""
+    acl = F.broadcast(acl)
     right = genuine.join(acl, TOPIC).select(TOPIC, NODE, F.col("acl").alias("cred"))
     wrong = forged.join(acl, TOPIC).select(TOPIC, NODE, F.bitwise_not("acl").alias("cred"))
     return right.unionByName(wrong)
