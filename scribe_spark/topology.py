@@ -55,6 +55,12 @@ class Proximity:
     def n(self) -> int:
         return len(self.coords) if self.coords is not None else len(self.site)
 
+    def placement(self, site_name: str = "site") -> dict[str, np.ndarray]:
+        """Where each node sits, as output columns: x, y (and z) for coordinates, else its site."""
+        if self.coords is not None:
+            return {axis: self.coords[:, i] for i, axis in enumerate("xyz"[:self.coords.shape[1]])}
+        return {site_name: self.site}
+
     def dist(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Return the distance between nodes a[i] and b[i] (0 where a[i] == b[i])."""
         a = np.asarray(a, dtype=np.int64)

@@ -95,14 +95,8 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
 
 def _nodes_table(ring: Ring, n: int) -> pa.Table:
     nodes = np.arange(ring.n)
-    cols = {"overlay_nodes": np.full(n, n), "node": nodes, "id": ids.to_hex(ring.hi, ring.lo)}
-    prox = ring.prox
-    if prox.coords is not None:
-        for i, axis in enumerate("xyz"[:prox.coords.shape[1]]):
-            cols[axis] = prox.coords[:, i]
-    else:
-        cols["site"] = prox.site
-    return pa.table(cols)
+    return pa.table({"overlay_nodes": np.full(n, n), "node": nodes, "id": ids.to_hex(ring.hi, ring.lo),
+                     **ring.prox.placement()})
 
 
 def _routes_table(routed, ring: Ring, n: int, mode: str) -> pa.Table:

@@ -168,16 +168,9 @@ def _save_trees(trees, subs, ring, topics, run: Run) -> None:
                              "parent": _hex(ring, e.dst.to_numpy())}), run.path("trees.parquet"))
     pq.write_table(pa.table({"topic": thex[s.topic.to_numpy()], "node": _hex(ring, s.node.to_numpy())}),
                    run.path("subscriptions.parquet"))
-    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), **_placement(ring)}),
+    site = "router" if ring.prox.model == "transit-stub" else "site"
+    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), **ring.prox.placement(site)}),
                    run.path("nodes.parquet"))
-
-
-def _placement(ring) -> dict[str, np.ndarray]:
-    """Where each node sits: its router (transit-stub), matrix site, or coordinates (plane, sphere)."""
-    prox = ring.prox
-    if prox.coords is not None:
-        return {axis: prox.coords[:, i] for i, axis in enumerate("xyz"[:prox.coords.shape[1]])}
-    return {"router" if prox.model == "transit-stub" else "site": prox.site}
 
 
 def _delay_table(delay: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -95,7 +95,8 @@ def picked_members(spark: SparkSession, counts: pd.DataFrame, nodes: int, seed: 
     index = stream(seed, Purpose.CREATORS, nodes).integers(0, sizes)
     before = counts.groupby("topic").k.cumsum() - counts.k          # members in the topic's earlier chunks
     i = index[counts.topic.to_numpy()] - before.to_numpy()
-    at = counts[(i >= 0) & (i < counts.k.to_numpy())].assign(i=i[(i >= 0) & (i < counts.k.to_numpy())])
+    hit = (i >= 0) & (i < counts.k.to_numpy())                       # the chunk that holds the index
+    at = counts[hit].assign(i=i[hit])
 
     def pick(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
