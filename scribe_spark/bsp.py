@@ -203,6 +203,52 @@ def run(loop: str, inflight: DataFrame, step: Step, bound: int,
     return Outcome(done, k, inflight, n)
 
 
+@dataclass
+class Pass:
+    """One pass of a fixed-point loop: the events it derived, and what else it computed on the way."""
+
+    events: DataFrame
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+
+
+def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int], Pass], bound: int,
+                unit: str = "events") -> tuple[Pass, int]:
+    """Run passes `derive(events, p)` (p from 1) until a pass derives exactly the events it was given.
+
+    The loop of a simulation in time over node state versioned by its events: a pass reads the
+    state each event set implies and derives the events anew; when an event at time t depends only
+    on events before t, each pass fixes at least the earliest event the last one got wrong, so the
+    loop ends, with the events a sequential simulation would have. Returns the last pass and the
+    passes run; a loop still changing after `bound` passes raises SuperstepBoundExceeded. Progress:
+    one line per pass, `<loop> pass p: M <unit>, C changed (t s)`.
+    """
+    events = _unsized(events.localCheckpoint())
+    for p in range(1, bound + 1):
+        t0 = time.time()
+        out = derive(events, p)
+        new = _unsized(out.events.localCheckpoint())   # derived from itself: see `_unsized`
+        changed = rows(new.exceptAll(events)) + rows(events.exceptAll(new))
+        _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {changed} changed ({time.time() - t0:.1f}s)")
+        release(events)
+        if changed == 0:
+            return Pass(new, out.frames), p
+        events = new
+    raise SuperstepBoundExceeded(f"{loop}: the {unit} still changed after {bound} passes (the loop's bound)")
+
+
+def as_of(frame: DataFrame, node: str, at: str, versions: DataFrame, key: str = "node",
+          start: str = "t_from", end: str = "t_to") -> DataFrame:
+    """Left-join each row of `frame` with its node's version in force at its time (start <= at < end).
+
+    `versions` holds, per node, the states that node went through, each with the interval it was in
+    force; a row whose node has none in force at its time gets nulls in the versions' columns (its
+    node is in its initial state). The versions' key and interval columns are dropped.
+    """
+    v = versions.withColumnRenamed(key, "_version_node")
+    cond = (frame[node] == v["_version_node"]) & (v[start] <= frame[at]) & (frame[at] < v[end])
+    return frame.join(v, cond, "left").drop("_version_node", start, end)
+
+
 def _unsized(cut: DataFrame) -> DataFrame:
     """Return a locally checkpointed frame that reads the same cached blocks with no size estimate.
 
@@ -221,6 +267,9 @@ def _unsized(cut: DataFrame) -> DataFrame:
     bare = plan.copy(plan.output(), plan.rdd(), plan.outputPartitioning(), plan.outputOrdering(),
                      plan.isStreaming(), plan.stream(), session, none, none)   # no stats, no constraints
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, bare), cut.sparkSession)
+
+
+sizeless = _unsized   # for a protocol's own cuts of frames computed from themselves
 
 
 def resident(frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFrame:

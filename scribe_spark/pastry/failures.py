@@ -67,7 +67,7 @@ def repair_bound(ring: Ring, members: np.ndarray, dead: np.ndarray) -> int:
     return -(-h * (d + 1) // (h - d)) + 1
 
 
-def _sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def leaf_sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Split candidate nodes into (smaller side, larger side), each sorted nearest first."""
     n = ring.n
     cw = (ring.pos[cand] - ring.pos[me]) % n          # positions clockwise (towards larger ids)
@@ -87,7 +87,7 @@ def leaf_set_layout(ring: Ring, me: int, cand: np.ndarray, n_live: int) -> np.nd
     cand = np.unique(cand[cand != me])
     if kernels.whole_ring(ring, n_live):      # the whole (small) ring, short of a full leaf set: no sides
         return cand
-    smaller, larger = _sides(ring, me, cand)
+    smaller, larger = leaf_sides(ring, me, cand)
     smaller, larger = smaller[:half], larger[:half]
 
     def pad(side: np.ndarray) -> np.ndarray:

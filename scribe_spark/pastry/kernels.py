@@ -81,7 +81,8 @@ def member_runs(ring: Ring, members: np.ndarray, flagged: np.ndarray) -> np.ndar
     return runs(flagged[ring.order[np.sort(ring.pos[members])]])
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer: well-mixed 64-bit values from counters (uint64 in, uint64 out)."""
     x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -239,8 +240,8 @@ def _random_entries(ring: Ring, nodes, r, bounds, seed) -> np.ndarray:
     cols = bounds.shape[1] - 1
     size = bounds[:, 1:] - bounds[:, :-1]
     key = (nodes.astype(np.uint64)[:, None] * np.uint64(1 << 16) + np.uint64(r * cols)
-           + np.arange(cols, dtype=np.uint64)[None, :]) ^ _splitmix64(np.full(1, seed, dtype=np.uint64))
-    h = _splitmix64(key)
+           + np.arange(cols, dtype=np.uint64)[None, :]) ^ splitmix64(np.full(1, seed, dtype=np.uint64))
+    h = splitmix64(key)
     pick = bounds[:, :-1] + (h % np.maximum(size, 1).astype(np.uint64)).astype(np.int64)
     return np.where(size > 0, ring.order[np.minimum(pick, ring.n - 1)], -1)
 

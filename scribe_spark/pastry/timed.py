@@ -1,0 +1,609 @@
+"""Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set repair and lookups.
+
+**The model** (times in ms). Every node starts from the converged state. Nodes crash at given
+times and stay down. A message from u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x
+ticks at phase_x + k keepalive_ms (k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes
+every member of its leaf set, and a member whose reply has not come back failure_timeout_ms after
+the tick, and that is still in x's leaf set then, is declared failed. Declaring y failed at x
+(once per pair) drops y from x's leaf set, routing table and neighbourhood set; if y was in the
+leaf set, x asks the farthest member z of that side (else of the other side) for its leaf set,
+merges the reply (its leaf set, the reply and z, without the nodes it knows dead: the L/2 nearest
+of each side) when it arrives, and declares z failed if no reply came back failure_timeout_ms after
+asking. A lookup is routed hop by hop by the routing rule on the state of the node it is at, at
+the time it is there (a side short of L/2 reads as padded with its farthest member); a forwarder
+that sends to a node dead on arrival learns it rto_ms after sending, declares it failed and routes
+again. A lookup is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its
+node dies while it waits; delivered, it is correct when it ends at the live node numerically
+closest to its key at that time. Nothing at or after `until_ms` happens.
+
+**How time is cut.** Not in windows: each message carries its own clock, and every node's state is
+a list of versions, each in force from the time of the event that made it (a declaration or a leaf
+set merged) to the next. A pass derives all events from the versions the events before it imply:
+the keep-alive detections in closed form per (node, version, crashed member), the repair replies by
+reading the asked node's version at the request's arrival, and the lookups' timeouts by routing
+every lookup, one hop per superstep of `bsp.run`, each hop reading its node's version at the hop's
+time (`bsp.as_of`). The passes repeat until one derives the events it was given
+(`bsp.fixed_point`): as every event follows what caused it by a positive delay, each pass fixes at
+least the earliest event the last one had wrong, and the fixed point is the sequential run's.
+
+**Exact, and where not.** Events at one node at the same time are ordered as a sequential
+simulation that handles messages before timers and timers in the order they were set would order
+them (a tick reads the state after every other event at its time). Different events that meet at
+one node at exactly the same time by coincidence of link delays are ordered by kind only; with
+delays drawn from continuous laws that has probability zero. failure_timeout_ms must exceed every
+round trip, or live nodes are declared failed at a tick whose probe is answered late; the run does
+not model that case (the caller checks the bound).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.broadcast import Broadcast
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from scribe_spark import bsp, ids
+from scribe_spark.columns import ID
+from scribe_spark.pastry import kernels
+from scribe_spark.pastry.failures import leaf_sides
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.pastry.overlay import NODES, Overlay
+from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame
+
+_log = logging.getLogger(__name__)
+
+# event kinds: a leaf-set reply merged, or what a declaration came from
+MERGE, PROBE, LEAF, LOOKUP = "merge", "probe", "leaf", "lookup"
+MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
+BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
+ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
+OUTCOMES = ("correct", "wrong", "lost", "not_issued", "unfinished")
+
+EVENT_SCHEMA = T.StructType([
+    T.StructField("node", T.LongType(), False),      # where it happens
+    T.StructField("t", T.DoubleType(), False),
+    T.StructField("prio", T.IntegerType(), False),
+    T.StructField("set_t", T.DoubleType(), False),   # when the timer was set (the message sent)
+    T.StructField("set_by", T.IntegerType(), False),
+    T.StructField("ord", T.IntegerType(), False),    # order among timers set by one handler or tick
+    T.StructField("kind", T.StringType(), False),
+    T.StructField("other", T.LongType(), False),     # the node declared failed, or the one that replied
+    T.StructField("members", NODES, False),          # a reply's leaf set
+])
+LOG_SCHEMA = T.StructType([
+    T.StructField("node", T.LongType(), False),
+    T.StructField("kind", T.StringType(), False),    # version, detected, repair_start, repaired
+    T.StructField("t", T.DoubleType(), False),
+    T.StructField("a", T.LongType(), False),         # detected, repair_start: the failed node; repaired: z
+    T.StructField("b", T.LongType(), False),         # repair_start: the node asked
+    T.StructField("seq", T.IntegerType(), False),    # version, repair_start: place in the handling order
+    T.StructField("leaf", NODES, False),             # version: predecessors then successors, nearest first
+    T.StructField("npred", T.IntegerType(), False),
+    T.StructField("dead", NODES, False),             # version: the nodes known dead
+])
+LOOKUP_SCHEMA = T.StructType([
+    T.StructField("lid", T.LongType(), False),
+    T.StructField("t_issue", T.DoubleType(), False),
+    T.StructField("key_hi", T.LongType(), False),
+    T.StructField("key_lo", T.LongType(), False),
+    T.StructField("at", T.LongType(), False),
+    T.StructField("t", T.DoubleType(), False),
+    T.StructField("hops", T.IntegerType(), False),
+    T.StructField("timeouts", T.IntegerType(), False),
+    T.StructField("via", T.IntegerType(), False),     # how it came: ISSUED, HOP or TIMEOUT
+])
+STEP_SCHEMA = T.StructType(LOOKUP_SCHEMA.fields + [
+    T.StructField("done", T.BooleanType(), False),
+    T.StructField("outcome", T.StringType(), False),
+    T.StructField("dest", T.LongType(), False),
+    T.StructField("sent", T.IntegerType(), False),
+    T.StructField("declared", T.LongType(), False),   # the node found dead (-1: none)
+])
+
+
+@dataclass(frozen=True)
+class Timers:
+    """The protocol's timing (ms): keep-alive period, failure timeout, retransmission timeout, hop cost."""
+
+    keepalive_ms: float
+    failure_timeout_ms: float
+    rto_ms: float
+    proc_ms: float
+    lookup_timeout_ms: float
+    max_attempts: int | None = None   # None: Ring.route_bound
+
+    def __post_init__(self) -> None:
+        """Refuse timings that are not positive: every cause must precede its effect."""
+        for name in ("keepalive_ms", "failure_timeout_ms", "rto_ms", "proc_ms", "lookup_timeout_ms"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+
+@dataclass(frozen=True)
+class Crashes:
+    """The nodes that crash and when: a table of the crashing nodes only, for every task to read."""
+
+    nodes: np.ndarray   # sorted
+    times: np.ndarray
+
+    @classmethod
+    def of(cls, crashes: dict[int, float]) -> "Crashes":
+        """From {node: crash time}."""
+        nodes = np.array(sorted(crashes), dtype=np.int64)
+        return cls(nodes, np.array([float(crashes[v]) for v in nodes], dtype=np.float64))
+
+    def at(self, nodes: np.ndarray) -> np.ndarray:
+        """Each node's crash time (inf for a node that never crashes)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        i = np.minimum(np.searchsorted(self.nodes, nodes), max(len(self.nodes) - 1, 0))
+        hit = (self.nodes[i] == nodes) if len(self.nodes) else np.zeros(len(nodes), bool)
+        return np.where(hit, self.times[i] if len(self.nodes) else np.inf, np.inf)
+
+
+def keepalive_phase(nodes: np.ndarray, seed: int, keepalive_ms: float) -> np.ndarray:
+    """Each node's first keep-alive tick, uniform in [0, keepalive_ms), from the seed and the node alone."""
+    salt = np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)
+    mixed = kernels.splitmix64(np.asarray(nodes, dtype=np.uint64) ^ salt)
+    return (mixed >> np.uint64(11)).astype(np.float64) * 2.0**-53 * keepalive_ms
+
+
+@dataclass
+class TimedRun:
+    """What a timed run gives: per lookup, the logs of detections and repairs, messages, passes."""
+
+    lookups: pd.DataFrame      # lid, outcome, dest, t_done, hops, timeouts, latency_ms
+    detections: pd.DataFrame   # failed, detector, t
+    repair_starts: pd.DataFrame  # node, failed, asked, t
+    repairs: pd.DataFrame      # node, t
+    messages: Counter
+    passes: int
+
+
+@dataclass
+class _Context:
+    """What every pass reads: the overlay, the shared tables and the run's bounds."""
+
+    overlay: Overlay
+    crash_bc: Broadcast
+    crashed: DataFrame       # node, crash: the crashing nodes
+    timers: Timers
+    seed: int
+    until: float
+    max_attempts: int
+
+    @property
+    def ring_bc(self) -> Broadcast:
+        return self.overlay.ring_bc
+
+
+def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
+             until_ms: float, seed: int = 0, bound: int = 1000) -> TimedRun:
+    """Run the timed protocol from the converged overlay to `until_ms`.
+
+    `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
+    number. Keep-alive phases come from `seed` (`keepalive_phase`).
+    """
+    spark = overlay.state.sparkSession
+    if overlay.ring.n <= overlay.ring.leaf_set:
+        raise ValueError(f"the ring needs more than L = {overlay.ring.leaf_set} nodes, has {overlay.ring.n}")
+    table = Crashes.of(crashes)
+    crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.times}),
+                          "node long, crash double").localCheckpoint()
+    ctx = _Context(overlay, spark.sparkContext.broadcast(table), crashed, timers, seed, float(until_ms),
+                   overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts)
+    start = _lookup_frame(spark, lookups).localCheckpoint()
+    none = local_frame(spark, pa.Table.from_pylist([], schema=to_arrow_schema(EVENT_SCHEMA)), EVENT_SCHEMA)
+    last, passes = bsp.fixed_point("timed pastry", none, lambda ev, p: _pass(ctx, ev, start), bound)
+    return _result(ctx, last, passes)
+
+
+def _lookup_frame(spark, lookups: pd.DataFrame) -> DataFrame:
+    """The lookups as messages at their sources at their issue times."""
+    n = len(lookups)
+    frame = pd.DataFrame({
+        "lid": np.arange(n, dtype=np.int64), "t_issue": lookups.t_issue.to_numpy(np.float64),
+        "key_hi": lookups.key_hi.to_numpy(np.uint64).view(np.int64),
+        "key_lo": lookups.key_lo.to_numpy(np.uint64).view(np.int64),
+        "at": lookups.src.to_numpy(np.int64), "t": lookups.t_issue.to_numpy(np.float64),
+        "hops": np.zeros(n, np.int32), "timeouts": np.zeros(n, np.int32),
+        "via": np.full(n, ISSUED, np.int32)})
+    return local_frame(spark, pa.Table.from_pandas(frame, schema=to_arrow_schema(LOOKUP_SCHEMA),
+                                                   preserve_index=False), LOOKUP_SCHEMA)
+
+
+# ---------------------------------------------------------------- one pass
+
+def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
+    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts."""
+    log = bsp.sizeless(_fold(ctx, events).localCheckpoint())
+    versions = bsp.sizeless(_versions(log).localCheckpoint())
+    starts = log.filter(F.col("kind") == "repair_start")
+    routed = _route(ctx, lookups, versions)
+    derived = _keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
+    if "declared" in routed.emitted:
+        derived = derived.unionByName(routed.emitted["declared"])
+    return bsp.Pass(derived, {"log": log, "versions": versions, **routed.emitted})
+
+
+def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
+    """Each node handles its events in time order: the log of versions, detections and repairs."""
+    ring_bc, crash_bc, until = ctx.ring_bc, ctx.crash_bc, ctx.until
+
+    def _(ev: pd.DataFrame) -> pd.DataFrame:
+        return _fold_node(ring_bc.value, crash_bc.value, until, ev)
+    return events.groupBy("node").applyInPandas(_, LOG_SCHEMA)
+
+
+def _fold_node(ring: Ring, crash: Crashes, until: float, ev: pd.DataFrame) -> pd.DataFrame:
+    """One node's events, handled one by one as a sequential run would (see the module's model)."""
+    x = int(ev.node.iloc[0])
+    half = ring.leaf_set // 2
+    leaf = kernels.leaf_sets(ring, np.array([x]))[0].tolist()
+    pred, succ, dead = leaf[:half], leaf[half:], []
+    rows = [("version", -math.inf, -1, -1, -1, pred + succ, len(pred), [])]   # seq -1: before every event
+    t_crash = float(crash.at([x])[0])
+    ev = ev.sort_values(["t", "prio", "set_t", "set_by", "ord"], kind="stable")
+    for seq, (t, kind, other, members) in enumerate(zip(ev.t, ev.kind, ev.other, ev.members)):
+        if t >= until or t_crash <= t:
+            continue
+        if kind == MERGE:
+            cands = (set(pred) | set(succ) | set(int(m) for m in members) | {int(other)}) - {x} - set(dead)
+            smaller, larger = leaf_sides(ring, x, np.array(sorted(cands), dtype=np.int64))
+            pred, succ = smaller[:half].tolist(), larger[:half].tolist()
+            rows.append(("repaired", t, int(other), -1, -1, [], 0, []))
+        else:
+            y = int(other)
+            if (kind == PROBE and y not in pred and y not in succ) or y in dead:
+                continue
+            dead.append(y)
+            side = pred if y in pred else succ if y in succ else None
+            rows.append(("detected", t, y, -1, -1, [], 0, []))
+            if side is not None:
+                side.remove(y)
+                far = side if side else (succ if side is pred else pred)
+                if far:
+                    rows.append(("repair_start", t, y, far[-1], seq, [], 0, []))
+        rows.append(("version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
+    out = pd.DataFrame(rows, columns=["kind", "t", "a", "b", "seq", "leaf", "npred", "dead"])
+    out.insert(0, "node", x)
+    return out[[f.name for f in LOG_SCHEMA.fields]]
+
+
+def _versions(log: DataFrame) -> DataFrame:
+    """Each node's states with the interval each was in force: node, t_from, t_to, vleaf, npred, dead."""
+    w = Window.partitionBy("node").orderBy("t", "seq")   # versions made at one time: the last one holds
+    return (log.filter(F.col("kind") == "version")
+            .select("node", F.col("t").alias("t_from"),
+                    F.coalesce(F.lead("t").over(w), F.lit(math.inf)).alias("t_to"),
+                    F.col("leaf").alias("vleaf"), "npred", "dead"))
+
+
+# ---------------------------------------------------------------- keep-alives
+
+def _keepalive_events(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks."""
+    pairs = _crashed_members(ctx, versions)
+    ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
+
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring, crash = ring_bc.value, crash_bc.value
+        for df in frames:
+            yield _failing_ticks(ring, crash, tm, seed, until, df)
+    return pairs.mapInPandas(_, EVENT_SCHEMA)
+
+
+def _crashed_members(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """(node, t_from, t_to, j, y): crashed member y at place j of a node's leaf set in that interval."""
+    crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
+    changed = versions.select(F.col("node").alias("x"), "t_from", "t_to",
+                              F.posexplode("vleaf").alias("j", "y"))
+    still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
+             .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
+                     F.posexplode("leaf").alias("j", "y")))
+    return changed.unionByName(still).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
+
+
+def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
+                   df: pd.DataFrame) -> pd.DataFrame:
+    """The probe timeouts that find a crashed member: at most those within failure_timeout_ms of the first."""
+    x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
+    phase = keepalive_phase(x, seed, tm.keepalive_ms)
+    d = ring.prox.dist(x, y).astype(np.float64)
+    cx, cy = crash.at(x), crash.at(y)
+    rows = []
+    for i in range(len(df)):
+        end = min(float(df.t_to.iat[i]), until, float(cx[i]))
+        ticks = _ticks_failing(float(phase[i]), tm, float(df.t_from.iat[i]), end, float(d[i]), float(cy[i]),
+                               until)
+        j, member, fd = int(df.j.iat[i]), int(y[i]), tm.failure_timeout_ms
+        rows += [(int(x[i]), s + fd, TIMER, s, BY_TICK, j, PROBE, member, []) for s in ticks]
+    return pd.DataFrame(rows, columns=[f.name for f in EVENT_SCHEMA.fields])
+
+
+def _ticks_failing(phase: float, tm: Timers, t_from: float, end: float, d: float, t_crash: float,
+                   until: float) -> list[float]:
+    """Ticks in [t_from, end) whose probe reaches the member dead, up to failure_timeout_ms after the first.
+
+    Later ones cannot matter: the first one's timeout removes the member or finds it gone.
+    """
+    period, fd = tm.keepalive_ms, tm.failure_timeout_ms
+    k = _first_tick(phase, period, lambda s: s >= t_from, _guess(t_from, phase, period))
+    k = _first_tick(phase, period, lambda s: (s + d) + tm.proc_ms >= t_crash,
+                    max(k, (t_crash - d - tm.proc_ms - phase) / period), floor=k)
+    first, out = phase + k * period, []
+    while True:
+        s = phase + k * period
+        if s >= end or s > first + fd or s + fd >= until:
+            return out
+        out.append(s)
+        k += 1
+
+
+def _guess(t: float, phase: float, period: float) -> float:
+    """Roughly the tick number at time t (0 before the first)."""
+    return (t - phase) / period if math.isfinite(t) else 0.0
+
+
+def _first_tick(phase: float, period: float, ok: Callable[[float], bool], guess: float,
+                floor: int = 0) -> int:
+    """The first k >= floor whose tick phase + k period satisfies `ok` (monotone), starting near `guess`."""
+    k = max(floor, math.ceil(guess))
+    while k > floor and ok(phase + (k - 1) * period):
+        k -= 1
+    while not ok(phase + k * period):
+        k += 1
+    return k
+
+
+# ---------------------------------------------------------------- leaf-set repair
+
+def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> DataFrame:
+    """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed."""
+    ring_bc, crash_bc, tm, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until
+    schema = "x long, t double, seq int, z long, t_a double, t_r double, replies boolean"
+
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring, crash = ring_bc.value, crash_bc.value
+        for df in frames:
+            x, z, t = df.node.to_numpy(np.int64), df.b.to_numpy(np.int64), df.t.to_numpy(np.float64)
+            t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
+            t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
+            yield pd.DataFrame({"x": x, "t": t, "seq": df.seq.to_numpy(np.int32), "z": z, "t_a": t_a,
+                                "t_r": t_r, "replies": (crash.at(z) > t_a) & (t_a < until)})
+    timed = starts.mapInPandas(_, schema)
+    read = bsp.as_of(timed, "z", "t_a", versions)
+    conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
+    read = read.join(conv, "z")
+    merged = (read.filter("replies")
+              .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
+                      F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.lit(0).alias("ord"),
+                      F.lit(MERGE).alias("kind"), F.col("z").alias("other"),
+                      F.coalesce("vleaf", "conv").alias("members")))
+    fd = tm.failure_timeout_ms
+    silent = (read.filter(~F.col("replies") | (F.col("t_r") > F.col("t") + fd))
+              .select(F.col("x").alias("node"), (F.col("t") + fd).alias("t"), F.lit(TIMER).alias("prio"),
+                      F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
+                      F.lit(LEAF).alias("kind"), F.col("z").alias("other"),
+                      F.array().cast(NODES).alias("members")))
+    return merged.unionByName(silent).filter(F.col("t") < ctx.until)
+
+
+# ---------------------------------------------------------------- lookups
+
+def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcome:
+    """Route every lookup to its end, each hop on its node's version at the hop's time."""
+    state = ctx.overlay.state.select(F.col(ID).alias("_sid"), "leaf", "rt", "nbr")
+    task = _route_task(ctx)
+    names = [f.name for f in LOOKUP_SCHEMA.fields]
+    until, rto = ctx.until, ctx.timers.rto_ms
+
+    def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
+        read = bsp.as_of(msgs, "at", "t", versions)
+        read = read.join(state, read["at"] == state["_sid"]).drop("_sid")
+        return bsp.Split(read.mapInArrow(task, STEP_SCHEMA),
+                         inflight=lambda f: f.filter(~F.col("done")).select(*names),
+                         emitted={"done": lambda f: f.filter("done"),
+                                  "sent": lambda f: f.groupBy().agg(F.sum("sent").alias("sent")),
+                                  "declared": lambda f: _declared(f, rto, until)})
+    return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
+                   unsized=True)
+
+
+def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
+    """The declarations the superstep's timeouts make, rto_ms after each send to a dead node."""
+    return (f.filter(F.col("declared") >= 0)
+            .select(F.col("at").alias("node"), F.col("t").alias("t"), F.lit(TIMER).alias("prio"),
+                    (F.col("t") - rto).alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
+                    F.lit(0).alias("ord"),
+                    F.lit(LOOKUP).alias("kind"), F.col("declared").alias("other"),
+                    F.array().cast(NODES).alias("members"))
+            .filter(F.col("t") < until))
+
+
+def _route_task(ctx: _Context) -> Callable:
+    """The lookup superstep's Python task: limits, then the routing rule on the state read."""
+    ring_bc, crash_bc, tm, until, cap = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until, ctx.max_attempts
+    out_schema = to_arrow_schema(STEP_SCHEMA)
+
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ring, crash = ring_bc.value, crash_bc.value
+        for col in batch_columns(batches):
+            out = _route_batch(ring, crash, tm, until, cap, col)
+            yield pa.RecordBatch.from_pandas(out, schema=out_schema, preserve_index=False)
+    return _
+
+
+def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int, col: dict) -> pd.DataFrame:
+    """One superstep for a batch of lookups joined with their nodes' states."""
+    m = pd.DataFrame({f.name: col[f.name].to_numpy(zero_copy_only=False) for f in LOOKUP_SCHEMA.fields})
+    at, t = m["at"].to_numpy(np.int64), m["t"].to_numpy(np.float64)
+    dead_now = crash.at(at) <= t
+    via = m["via"].to_numpy(np.int32)
+    waited = via == TIMEOUT
+    # a hop or a timeout counts when its arrival is handled: before `until`, at a live node
+    timeouts = m["timeouts"].to_numpy(np.int32) + (waited & ~dead_now & (t < until))
+    hops = m["hops"].to_numpy(np.int32) + ((via == HOP) & (t < until))
+    outcome = np.full(len(m), "", dtype=object)
+    outcome[t >= until] = "unfinished"
+    open_ = outcome == ""
+    outcome[open_ & dead_now] = np.where(waited, "lost", "not_issued")[open_ & dead_now]
+    open_ = outcome == ""
+    over = (t > m["t_issue"].to_numpy() + tm.lookup_timeout_ms) | (hops + timeouts >= cap)
+    outcome[open_ & over] = "lost"
+    go = np.flatnonzero(outcome == "")
+    nxt = np.full(len(m), -1, np.int64)
+    khi, klo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
+    if len(go):
+        nxt[go] = _next_hops(ring, col, go, khi, klo, at)
+    stays = np.zeros(len(m), bool)
+    stays[go] = nxt[go] == at[go]
+    if stays.any():
+        right = closest_alive_at(ring, crash, khi[stays], klo[stays], t[stays]) == at[stays]
+        outcome[stays] = np.where(right, "correct", "wrong")
+    moves = np.flatnonzero((outcome == "") & ~stays)
+    arrive = (t[moves] + ring.prox.dist(at[moves], nxt[moves]).astype(np.float64)) + tm.proc_ms
+    lost_hop = crash.at(nxt[moves]) <= arrive
+    declared = np.full(len(m), -1, np.int64)
+    declared[moves[lost_hop]] = nxt[moves[lost_hop]]
+    new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
+    new_at[moves] = np.where(lost_hop, at[moves], nxt[moves])
+    new_t[moves] = np.where(lost_hop, t[moves] + tm.rto_ms, arrive)
+    new_via[moves] = np.where(lost_hop, TIMEOUT, HOP)
+    done = outcome != ""
+    sent = np.zeros(len(m), np.int32)
+    sent[moves] = 1
+    return pd.DataFrame({
+        "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
+        "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
+        "via": new_via, "done": done, "outcome": np.where(done, outcome, ""),
+        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent,
+        "declared": declared})
+
+
+def _next_hops(ring: Ring, col: dict, rows: np.ndarray, khi, klo, at) -> np.ndarray:
+    """The routing rule at each of `rows`' nodes, on the version read (else the converged state)."""
+    half = ring.leaf_set // 2
+    vleaf, npred, dead = (col[c].to_pylist() for c in ("vleaf", "npred", "dead"))
+    leaf, rt, nbr = (col[c].to_pylist() for c in ("leaf", "rt", "nbr"))
+    lv, rv, nv = [], [], []
+    for i in rows:
+        u = int(at[i])
+        members, split, gone = (leaf[i], half, []) if vleaf[i] is None else (vleaf[i], npred[i], dead[i])
+        pred, succ = members[:split], members[split:]
+        lv.append(pred + [pred[-1] if pred else u] * (half - len(pred))
+                  + succ + [succ[-1] if succ else u] * (half - len(succ)))
+        gone = set(gone)
+        rv.append([-1 if e in gone else e for e in rt[i]])
+        nv.append([e for e in nbr[i] if e not in gone])
+    args = [a for lists in (lv, rv, nv) for a in _flat(lists)]
+    nxt, rule = kernels.route_step(ring, khi[rows], klo[rows], at[rows], *args)
+    return np.where(rule == kernels.DELIVERED, at[rows], nxt)
+
+
+def _flat(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged lists as (values, offsets)."""
+    offs = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(v) for v in lists], out=offs[1:])
+    vals = np.fromiter((e for v in lists for e in v), dtype=np.int64, count=int(offs[-1]))
+    return vals, offs
+
+
+def closest_alive_at(ring: Ring, crash: Crashes, khi, klo, t: np.ndarray) -> np.ndarray:
+    """The node numerically closest to each key among those alive at its time (crash later than t)."""
+    n = ring.n
+    i = ids.searchsorted(ring.shi, ring.slo, khi, klo)
+    up, down = i.copy(), i - 1
+    for pos, step in ((up, 1), (down, -1)):
+        todo = np.flatnonzero(crash.at(ring.order[pos % n]) <= t)
+        while len(todo):
+            pos[todo] += step
+            todo = todo[crash.at(ring.order[pos[todo] % n]) <= t[todo]]
+    succ, pred = ring.order[up % n], ring.order[down % n]
+    succ_wins = ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo)
+    return np.where(succ_wins, succ, pred)
+
+
+# ---------------------------------------------------------------- the result
+
+def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
+    """Gather the fixed point's lookups, logs and message counts."""
+    f = last.frames
+    done = f["done"].select("lid", "outcome", "dest", F.col("t").alias("t_done"), "hops", "timeouts",
+                            "t_issue").toPandas().sort_values("lid").reset_index(drop=True)
+    bad = ~done.outcome.isin(("correct", "wrong", "lost"))
+    done["latency_ms"] = np.where(bad, np.nan, done.t_done - done.t_issue)
+    done.loc[done.outcome.isin(("not_issued", "unfinished")), "t_done"] = np.nan
+    log = f["log"].filter(F.col("kind") != "version").toPandas()
+    detections = log[log.kind == "detected"].rename(columns={"a": "failed", "node": "detector"})
+    starts = log[log.kind == "repair_start"].rename(columns={"a": "failed", "b": "asked"})
+    repairs = log[log.kind == "repaired"]
+    messages = _messages(ctx, last, starts)
+    return TimedRun(done.drop(columns="t_issue"),
+                    detections[["failed", "detector", "t"]].reset_index(drop=True),
+                    starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
+                    repairs[["node", "t"]].reset_index(drop=True), messages, passes)
+
+
+def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> Counter:
+    """Messages sent, by kind: probes and replies in closed form, repair requests and replies, lookups."""
+    probes, replies = _probe_counts(ctx, last.frames["versions"])
+    ring, crash, tm = ctx.overlay.ring, ctx.crash_bc.value, ctx.timers
+    x, z, t = (starts[c].to_numpy() for c in ("node", "asked", "t"))
+    t_a = (t.astype(np.float64) + ring.prox.dist(x.astype(np.int64), z.astype(np.int64)).astype(np.float64)) \
+        + tm.proc_ms if len(starts) else np.empty(0)
+    leaf_replies = int(((crash.at(z) > t_a) & (t_a < ctx.until)).sum()) if len(starts) else 0
+    sent = last.frames.get("sent")
+    lookup = int(sent.agg(F.sum("sent")).first()[0] or 0) if sent is not None else 0
+    return Counter({"probe": probes, "probe_reply": replies, "leaf_request": len(starts),
+                    "leaf_reply": leaf_replies, "lookup": lookup})
+
+
+def _probe_counts(ctx: _Context, versions: DataFrame) -> tuple[int, int]:
+    """Probes sent and answered over the run, per (node, version, member) in closed form."""
+    changed = versions.select(F.col("node").alias("x"), "t_from", "t_to", F.explode("vleaf").alias("y"))
+    still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
+             .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
+                     F.explode("leaf").alias("y")))
+    ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
+
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring, crash = ring_bc.value, crash_bc.value
+        for df in frames:
+            counts = _probes_answered(ring, crash, tm, seed, until, df)
+            yield pd.DataFrame([counts], columns=["probes", "replies"])
+    counts = changed.unionByName(still).mapInPandas(_, "probes long, replies long")
+    row = counts.agg(F.sum("probes"), F.sum("replies")).first()
+    return int(row[0] or 0), int(row[1] or 0)
+
+
+def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
+                     df: pd.DataFrame) -> tuple[int, int]:
+    """For (x, t_from, t_to, y) rows: the ticks in each interval while x lives, and those y answers."""
+    x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
+    phase = keepalive_phase(x, seed, tm.keepalive_ms)
+    d = ring.prox.dist(x, y).astype(np.float64)
+    cx, cy = crash.at(x), crash.at(y)
+    probes = replies = 0
+    period = tm.keepalive_ms
+    for i in range(len(df)):
+        ph, t_from = float(phase[i]), float(df.t_from.iat[i])
+        end = min(float(df.t_to.iat[i]), until, float(cx[i]))
+        lo = _first_tick(ph, period, lambda s: s >= t_from, _guess(t_from, ph, period))
+        hi = _first_tick(ph, period, lambda s: s >= end, _guess(end, ph, period), floor=lo)
+        probes += hi - lo
+        limit = min(float(cy[i]), until)
+        ans = _first_tick(ph, period, lambda s: (s + float(d[i])) + tm.proc_ms >= limit,
+                          (limit - float(d[i]) - tm.proc_ms - ph) / period, floor=lo)
+        replies += min(hi, ans) - lo
+    return probes, replies
