@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 _log = logging.getLogger(__name__)
 
@@ -211,24 +212,29 @@ class Pass:
     frames: dict[str, DataFrame] = field(default_factory=dict)
 
 
-def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int], Pass], bound: int,
+def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, float], Pass], bound: int,
                 unit: str = "events") -> tuple[Pass, int]:
-    """Run passes `derive(events, p)` (p from 1) until a pass derives exactly the events it was given.
+    """Run passes `derive(events, p, since)` (p from 1) until a pass derives exactly the events it was given.
 
-    The loop of a simulation in time over node state versioned by its events: a pass reads the
-    state each event set implies and derives the events anew; when an event at time t depends only
-    on events before t, each pass fixes at least the earliest event the last one got wrong, so the
-    loop ends, with the events a sequential simulation would have. Returns the last pass and the
-    passes run; a loop still changing after `bound` passes raises SuperstepBoundExceeded. Progress:
-    one line per pass, `<loop> pass p: M <unit>, C changed (t s)`.
+    The loop of a simulation in time over node state versioned by its events (a column `t`): a pass
+    reads the state each event set implies and derives the events anew; when an event at time t
+    depends only on events before t, each pass fixes at least the earliest event the last one got
+    wrong, so the loop ends, with the events a sequential simulation would have. `since` is the
+    earliest time at which the events given differ from those of the pass before (-inf on the
+    first): whatever a pass derived from the state before that time stands. Returns the last pass
+    and the passes run; a loop still changing after `bound` passes raises SuperstepBoundExceeded.
+    Progress: one line per pass, `<loop> pass p: M <unit>, C changed from t = T (s s)`.
     """
     events = _unsized(events.localCheckpoint())
+    since = float("-inf")
     for p in range(1, bound + 1):
         t0 = time.time()
-        out = derive(events, p)
+        out = derive(events, p, since)
         new = _unsized(out.events.localCheckpoint())   # derived from itself: see `_unsized`
-        changed = rows(new.exceptAll(events)) + rows(events.exceptAll(new))
-        _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {changed} changed ({time.time() - t0:.1f}s)")
+        diff = new.exceptAll(events).unionByName(events.exceptAll(new)).agg(F.count("*"), F.min("t")).first()
+        changed, since = int(diff[0]), diff[1]
+        first = f" from t = {since:g}" if changed else ""
+        _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {changed} changed{first} ({time.time() - t0:.1f}s)")
         release(events)
         if changed == 0:
             return Pass(new, out.frames), p

@@ -57,7 +57,7 @@ from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Overlay
-from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame
+from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
 
 _log = logging.getLogger(__name__)
 
@@ -100,7 +100,12 @@ LOOKUP_SCHEMA = T.StructType([
     T.StructField("hops", T.IntegerType(), False),
     T.StructField("timeouts", T.IntegerType(), False),
     T.StructField("via", T.IntegerType(), False),     # how it came: ISSUED, HOP or TIMEOUT
+    T.StructField("avoid", NODES, False),             # the nodes it found dead since it came to this node
+    T.StructField("slot", T.IntegerType(), False),    # the table entry its node reads (kernels.table_slot)
 ])
+SENDS_SCHEMA = T.StructType([T.StructField("lid", T.LongType(), False),
+                             T.StructField("sent", T.IntegerType(), False)])
+DECLARED_SCHEMA = T.StructType([T.StructField("lid", T.LongType(), False)] + EVENT_SCHEMA.fields)
 STEP_SCHEMA = T.StructType(LOOKUP_SCHEMA.fields + [
     T.StructField("done", T.BooleanType(), False),
     T.StructField("outcome", T.StringType(), False),
@@ -181,6 +186,7 @@ class _Context:
     seed: int
     until: float
     max_attempts: int
+    routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -202,82 +208,129 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                           "node long, crash double").localCheckpoint()
     ctx = _Context(overlay, spark.sparkContext.broadcast(table), crashed, timers, seed, float(until_ms),
                    overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts)
-    start = _lookup_frame(spark, lookups).localCheckpoint()
-    none = local_frame(spark, pa.Table.from_pylist([], schema=to_arrow_schema(EVENT_SCHEMA)), EVENT_SCHEMA)
-    last, passes = bsp.fixed_point("timed pastry", none, lambda ev, p: _pass(ctx, ev, start), bound)
+    start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
+    none = _empty(spark, EVENT_SCHEMA)
+    last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p, since: _pass(ctx, ev, since, start),
+                                   bound)
     return _result(ctx, last, passes)
 
 
-def _lookup_frame(spark, lookups: pd.DataFrame) -> DataFrame:
+def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
     """The lookups as messages at their sources at their issue times."""
     n = len(lookups)
+    src, khi, klo = (lookups[c].to_numpy(t) for c, t in (("src", np.int64), ("key_hi", np.uint64),
+                                                            ("key_lo", np.uint64)))
     frame = pd.DataFrame({
         "lid": np.arange(n, dtype=np.int64), "t_issue": lookups.t_issue.to_numpy(np.float64),
-        "key_hi": lookups.key_hi.to_numpy(np.uint64).view(np.int64),
-        "key_lo": lookups.key_lo.to_numpy(np.uint64).view(np.int64),
-        "at": lookups.src.to_numpy(np.int64), "t": lookups.t_issue.to_numpy(np.float64),
+        "key_hi": khi.view(np.int64), "key_lo": klo.view(np.int64),
+        "at": src, "t": lookups.t_issue.to_numpy(np.float64),
         "hops": np.zeros(n, np.int32), "timeouts": np.zeros(n, np.int32),
-        "via": np.full(n, ISSUED, np.int32)})
+        "via": np.full(n, ISSUED, np.int32), "avoid": [[]] * n,
+        "slot": kernels.table_slot(ring, khi, klo, src)[1].astype(np.int32)})
     return local_frame(spark, pa.Table.from_pandas(frame, schema=to_arrow_schema(LOOKUP_SCHEMA),
                                                    preserve_index=False), LOOKUP_SCHEMA)
 
 
 # ---------------------------------------------------------------- one pass
 
-def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
+def _pass(ctx: _Context, events: DataFrame, since: float, lookups: DataFrame) -> bsp.Pass:
     """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts."""
     log = bsp.sizeless(_fold(ctx, events).localCheckpoint())
     versions = bsp.sizeless(_versions(log).localCheckpoint())
     starts = log.filter(F.col("kind") == "repair_start")
-    routed = _route(ctx, lookups, versions)
-    derived = _keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
-    if "declared" in routed.emitted:
-        derived = derived.unionByName(routed.emitted["declared"])
-    return bsp.Pass(derived, {"log": log, "versions": versions, **routed.emitted})
+    routed = _lookups_now(ctx, lookups, versions, since)
+    derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
+               .unionByName(routed["declared"].drop("lid")))
+    ctx.routed = routed
+    return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
+
+
+def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame,
+                 since: float) -> dict[str, DataFrame]:
+    """The lookups' ends, timeouts and sends on these versions: those that ended before `since` as last pass.
+
+    A lookup that ended before the earliest changed event read only versions that stand.
+    """
+    before = ctx.routed
+    kept = before["done"].filter(F.col("t") < since).select("lid") if before else None
+    todo = lookups.join(kept, "lid", "left_anti") if kept is not None else lookups
+    fresh = _route(ctx, todo, versions).emitted
+    out = {}
+    for name, schema in (("done", STEP_SCHEMA), ("declared", DECLARED_SCHEMA), ("sends", SENDS_SCHEMA)):
+        now = fresh.get(name, _empty(lookups.sparkSession, schema))
+        if kept is not None:
+            now = before[name].join(kept, "lid").unionByName(now)
+        out[name] = bsp.sizeless(now.localCheckpoint())
+    return out
+
+
+def _empty(spark, schema: T.StructType) -> DataFrame:
+    """An empty frame of the schema."""
+    return local_frame(spark, pa.Table.from_pylist([], schema=to_arrow_schema(schema)), schema)
 
 
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
     ring_bc, crash_bc, until = ctx.ring_bc, ctx.crash_bc, ctx.until
+    parts = events.sparkSession.sparkContext.defaultParallelism
 
-    def _(ev: pd.DataFrame) -> pd.DataFrame:
-        return _fold_node(ring_bc.value, crash_bc.value, until, ev)
-    return events.groupBy("node").applyInPandas(_, LOG_SCHEMA)
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring, crash, held = ring_bc.value, crash_bc.value, None
+        for df in frames:   # a node's rows are contiguous, maybe cut between two batches
+            df = df if held is None else pd.concat([held, df], ignore_index=True)
+            last = df.node.iat[-1] if len(df) else None
+            held, df = df[df.node == last], df[df.node != last]
+            if len(df):
+                yield _fold_nodes(ring, crash, until, df)
+        if held is not None and len(held):
+            yield _fold_nodes(ring, crash, until, held)
+    order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
+    return events.repartition(parts, "node").sortWithinPartitions(*order).mapInPandas(_, LOG_SCHEMA)
 
 
-def _fold_node(ring: Ring, crash: Crashes, until: float, ev: pd.DataFrame) -> pd.DataFrame:
+def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pd.DataFrame) -> pd.DataFrame:
+    """The fold of each node's events in a batch holding all of them, each node's in handling order."""
+    node = events.node.to_numpy(np.int64)
+    cut = np.flatnonzero(np.diff(node)) + 1
+    starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
+    nodes = node[starts]
+    leaves, crashed = kernels.leaf_sets(ring, nodes), crash.at(nodes)
+    cols = [events[c].tolist() for c in ("t", "kind", "other", "members")]
+    rows: list[tuple] = []
+    for g, (a, b) in enumerate(zip(starts, ends)):
+        rows += _fold_node(ring, int(nodes[g]), leaves[g].tolist(), float(crashed[g]), until,
+                           zip(*(c[a:b] for c in cols)))
+    return pd.DataFrame(rows, columns=[f.name for f in LOG_SCHEMA.fields])
+
+
+def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float,
+               events: Iterator[tuple]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model)."""
-    x = int(ev.node.iloc[0])
     half = ring.leaf_set // 2
-    leaf = kernels.leaf_sets(ring, np.array([x]))[0].tolist()
     pred, succ, dead = leaf[:half], leaf[half:], []
-    rows = [("version", -math.inf, -1, -1, -1, pred + succ, len(pred), [])]   # seq -1: before every event
-    t_crash = float(crash.at([x])[0])
-    ev = ev.sort_values(["t", "prio", "set_t", "set_by", "ord"], kind="stable")
-    for seq, (t, kind, other, members) in enumerate(zip(ev.t, ev.kind, ev.other, ev.members)):
+    rows = [(x, "version", -math.inf, -1, -1, -1, pred + succ, len(pred), [])]   # seq -1: before every event
+    for seq, (t, kind, other, members) in enumerate(events):
         if t >= until or t_crash <= t:
             continue
         if kind == MERGE:
             cands = (set(pred) | set(succ) | set(int(m) for m in members) | {int(other)}) - {x} - set(dead)
             smaller, larger = leaf_sides(ring, x, np.array(sorted(cands), dtype=np.int64))
             pred, succ = smaller[:half].tolist(), larger[:half].tolist()
-            rows.append(("repaired", t, int(other), -1, -1, [], 0, []))
+            rows.append((x, "repaired", t, int(other), -1, -1, [], 0, []))
         else:
             y = int(other)
             if (kind == PROBE and y not in pred and y not in succ) or y in dead:
                 continue
             dead.append(y)
             side = pred if y in pred else succ if y in succ else None
-            rows.append(("detected", t, y, -1, -1, [], 0, []))
+            rows.append((x, "detected", t, y, -1, -1, [], 0, []))
             if side is not None:
                 side.remove(y)
                 far = side if side else (succ if side is pred else pred)
                 if far:
-                    rows.append(("repair_start", t, y, far[-1], seq, [], 0, []))
-        rows.append(("version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
-    out = pd.DataFrame(rows, columns=["kind", "t", "a", "b", "seq", "leaf", "npred", "dead"])
-    out.insert(0, "node", x)
-    return out[[f.name for f in LOG_SCHEMA.fields]]
+                    rows.append((x, "repair_start", t, y, far[-1], seq, [], 0, []))
+        rows.append((x, "version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
+    return rows
 
 
 def _versions(log: DataFrame) -> DataFrame:
@@ -407,14 +460,25 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     task = _route_task(ctx)
     names = [f.name for f in LOOKUP_SCHEMA.fields]
     until, rto = ctx.until, ctx.timers.rto_ms
+    # the state in force: a node's latest version, else its converged state; the routing-table entry
+    # the lookup reads (-1: empty, or dead to the node or to the lookup), and the rest of the table and
+    # the neighbourhood set only where the rule needs them, when that entry is -1
+    none = F.array().cast(NODES)
+    dead = F.coalesce("dead", none)
+    entry = F.coalesce(F.try_element_at("rt", F.col("slot") + 1), F.lit(-1))
+    entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
+    current = [F.coalesce("vleaf", "leaf").alias("vleaf"),
+               F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
+               entry.alias("entry"),
+               *(F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr"))]
 
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
-        read = read.join(state, read["at"] == state["_sid"]).drop("_sid")
+        read = read.join(state, read["at"] == state["_sid"]).select(*names, *current)
         return bsp.Split(read.mapInArrow(task, STEP_SCHEMA),
                          inflight=lambda f: f.filter(~F.col("done")).select(*names),
                          emitted={"done": lambda f: f.filter("done"),
-                                  "sent": lambda f: f.groupBy().agg(F.sum("sent").alias("sent")),
+                                  "sends": lambda f: f.filter(F.col("sent") > 0).select("lid", "sent"),
                                   "declared": lambda f: _declared(f, rto, until)})
     return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
                    unsized=True)
@@ -423,7 +487,7 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
 def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
     """The declarations the superstep's timeouts make, rto_ms after each send to a dead node."""
     return (f.filter(F.col("declared") >= 0)
-            .select(F.col("at").alias("node"), F.col("t").alias("t"), F.lit(TIMER).alias("prio"),
+            .select("lid", F.col("at").alias("node"), F.col("t").alias("t"), F.lit(TIMER).alias("prio"),
                     (F.col("t") - rto).alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
                     F.lit(0).alias("ord"),
                     F.lit(LOOKUP).alias("kind"), F.col("declared").alias("other"),
@@ -446,7 +510,8 @@ def _route_task(ctx: _Context) -> Callable:
 
 def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int, col: dict) -> pd.DataFrame:
     """One superstep for a batch of lookups joined with their nodes' states."""
-    m = pd.DataFrame({f.name: col[f.name].to_numpy(zero_copy_only=False) for f in LOOKUP_SCHEMA.fields})
+    m = pd.DataFrame({f.name: col[f.name].to_numpy(zero_copy_only=False) for f in LOOKUP_SCHEMA.fields
+                      if f.name != "avoid"})
     at, t = m["at"].to_numpy(np.int64), m["t"].to_numpy(np.float64)
     dead_now = crash.at(at) <= t
     via = m["via"].to_numpy(np.int32)
@@ -477,46 +542,98 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     declared = np.full(len(m), -1, np.int64)
     declared[moves[lost_hop]] = nxt[moves[lost_hop]]
     new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
+    avoid = col["avoid"].to_pylist()
+    for i, found in zip(moves, lost_hop):
+        avoid[i] = avoid[i] + [int(nxt[i])] if found else []
     new_at[moves] = np.where(lost_hop, at[moves], nxt[moves])
     new_t[moves] = np.where(lost_hop, t[moves] + tm.rto_ms, arrive)
     new_via[moves] = np.where(lost_hop, TIMEOUT, HOP)
+    slot = m["slot"].to_numpy(np.int32).copy()
+    hop = moves[~lost_hop]
+    slot[hop] = kernels.table_slot(ring, khi[hop], klo[hop], nxt[hop])[1]
     done = outcome != ""
     sent = np.zeros(len(m), np.int32)
     sent[moves] = 1
     return pd.DataFrame({
         "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
         "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
-        "via": new_via, "done": done, "outcome": np.where(done, outcome, ""),
+        "via": new_via, "avoid": avoid, "slot": slot, "done": done, "outcome": np.where(done, outcome, ""),
         "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent,
         "declared": declared})
 
 
 def _next_hops(ring: Ring, col: dict, rows: np.ndarray, khi, klo, at) -> np.ndarray:
-    """The routing rule at each of `rows`' nodes, on the version read (else the converged state)."""
-    half = ring.leaf_set // 2
-    vleaf, npred, dead = (col[c].to_pylist() for c in ("vleaf", "npred", "dead"))
-    leaf, rt, nbr = (col[c].to_pylist() for c in ("leaf", "rt", "nbr"))
-    lv, rv, nv = [], [], []
-    for i in rows:
-        u = int(at[i])
-        members, split, gone = (leaf[i], half, []) if vleaf[i] is None else (vleaf[i], npred[i], dead[i])
-        pred, succ = members[:split], members[split:]
-        lv.append(pred + [pred[-1] if pred else u] * (half - len(pred))
-                  + succ + [succ[-1] if succ else u] * (half - len(succ)))
-        gone = set(gone)
-        rv.append([-1 if e in gone else e for e in rt[i]])
-        nv.append([e for e in nbr[i] if e not in gone])
-    args = [a for lists in (lv, rv, nv) for a in _flat(lists)]
-    nxt, rule = kernels.route_step(ring, khi[rows], klo[rows], at[rows], *args)
+    """The routing rule at each of `rows`' nodes, on the version read (the converged state if none).
+
+    The nodes a row's version knows dead, and those its lookup found dead at this node (in the state
+    at the fixed point, maybe not yet in an earlier pass), are taken out of its leaf set, routing
+    table and neighbourhood set, all rows at once.
+    """
+    n, half = ring.n, ring.leaf_set // 2
+    pick = np.zeros(len(at), bool)
+    pick[rows] = True
+    gone = np.concatenate([_keyed(col["dead"], pick, n), _keyed(col["avoid"], pick, n)])
+    leaf_vals, leaf_keys, leaf_offs = _picked(col["vleaf"], pick, n)
+    leaf = _padded_sides(leaf_vals, leaf_offs, ~np.isin(leaf_keys, gone), col["npred"].to_numpy()[rows],
+                         at[rows], half)
+    rt_vals, rt_keys, rt_offs = _picked(col["rt"], pick, n)
+    rt_vals = np.where(np.isin(rt_keys, gone), -1, rt_vals)
+    nbr_vals, nbr_keys, nbr_offs = _picked(col["nbr"], pick, n)
+    nbr_vals, nbr_offs = _kept(nbr_vals, nbr_offs, ~np.isin(nbr_keys, gone))
+    nxt, rule = kernels.route_step(ring, khi[rows], klo[rows], at[rows], leaf.ravel(),
+                                   np.arange(len(rows) + 1, dtype=np.int64) * 2 * half, rt_vals, rt_offs,
+                                   nbr_vals, nbr_offs, entry=col["entry"].to_numpy().astype(np.int64)[rows])
     return np.where(rule == kernels.DELIVERED, at[rows], nxt)
 
 
-def _flat(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Ragged lists as (values, offsets)."""
-    offs = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum([len(v) for v in lists], out=offs[1:])
-    vals = np.fromiter((e for v in lists for e in v), dtype=np.int64, count=int(offs[-1]))
-    return vals, offs
+def _picked(a: pa.ListArray, pick: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The picked rows of a list column: values, values keyed by (picked row, node), offsets."""
+    vals, offs = values_offsets(a)
+    lens = np.diff(offs)
+    row = np.repeat(np.arange(len(lens)), lens)
+    keep = pick[row]
+    new_row = np.cumsum(pick) - 1
+    sub = vals[keep]
+    sub_offs = np.zeros(int(pick.sum()) + 1, dtype=np.int64)
+    np.cumsum(lens[pick], out=sub_offs[1:])
+    return sub, new_row[row[keep]] * n + sub, sub_offs
+
+
+def _keyed(a: pa.ListArray, pick: np.ndarray, n: int) -> np.ndarray:
+    """A list column's values of the picked rows, keyed by (picked row, node)."""
+    return _picked(a, pick, n)[1]
+
+
+def _kept(vals: np.ndarray, offs: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged rows with only the values where `keep`."""
+    row = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+    out = np.zeros(len(offs), dtype=np.int64)
+    np.cumsum(np.bincount(row[keep], minlength=len(offs) - 1), out=out[1:])
+    return vals[keep], out
+
+
+def _padded_sides(vals: np.ndarray, offs: np.ndarray, keep: np.ndarray, npred: np.ndarray, at: np.ndarray,
+                  half: int) -> np.ndarray:
+    """Leaf sets as the routing rule reads them, one row of L per node: the kept predecessors then the
+    kept successors, nearest first, a short side padded with its farthest member (or the node itself)."""
+    rows = len(offs) - 1
+    row = np.repeat(np.arange(rows), np.diff(offs))
+    side = ((np.arange(len(vals)) - offs[row]) >= npred[row]).astype(np.int64)
+    row, side, vals = row[keep], side[keep], vals[keep]
+    group = row * 2 + side
+    count = np.bincount(group, minlength=2 * rows)
+    start = np.zeros(2 * rows, dtype=np.int64)
+    np.cumsum(count[:-1], out=start[1:])
+    rank = np.arange(len(vals)) - start[group]
+    out = np.empty((rows, 2 * half), dtype=np.int64)
+    out[row, side * half + rank] = vals
+    for s in (0, 1):
+        c = count[s::2]
+        last = np.where(c > 0, out[np.arange(rows), s * half + np.maximum(c - 1, 0)], at)
+        pad = np.arange(half)[None, :] >= c[:, None]
+        block = out[:, s * half:(s + 1) * half]
+        block[pad] = np.broadcast_to(last[:, None], block.shape)[pad]
+    return out
 
 
 def closest_alive_at(ring: Ring, crash: Crashes, khi, klo, t: np.ndarray) -> np.ndarray:
@@ -563,8 +680,7 @@ def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> Counter:
     t_a = (t.astype(np.float64) + ring.prox.dist(x.astype(np.int64), z.astype(np.int64)).astype(np.float64)) \
         + tm.proc_ms if len(starts) else np.empty(0)
     leaf_replies = int(((crash.at(z) > t_a) & (t_a < ctx.until)).sum()) if len(starts) else 0
-    sent = last.frames.get("sent")
-    lookup = int(sent.agg(F.sum("sent")).first()[0] or 0) if sent is not None else 0
+    lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
     return Counter({"probe": probes, "probe_reply": replies, "leaf_request": len(starts),
                     "leaf_reply": leaf_replies, "lookup": lookup})
 
