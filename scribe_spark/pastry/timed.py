@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.broadcast import Broadcast
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -103,10 +103,16 @@ LOOKUP_SCHEMA = T.StructType([
     T.StructField("avoid", NODES, False),             # the nodes it found dead since it came to this node
     T.StructField("slot", T.IntegerType(), False),    # the table entry its node reads (kernels.table_slot)
 ])
+READS_SCHEMA = T.StructType([T.StructField(name, kind, False) for name, kind in
+                             (("lid", T.LongType()), ("at", T.LongType()), ("t", T.DoubleType()),
+                              ("state", T.LongType()))])
 SENDS_SCHEMA = T.StructType([T.StructField("lid", T.LongType(), False),
                              T.StructField("sent", T.IntegerType(), False)])
 DECLARED_SCHEMA = T.StructType([T.StructField("lid", T.LongType(), False)] + EVENT_SCHEMA.fields)
 STEP_SCHEMA = T.StructType(LOOKUP_SCHEMA.fields + [
+    T.StructField("state", T.LongType(), False),      # the hash of the state it read (`_state_hash`)
+    T.StructField("read_at", T.LongType(), False),    # where it read that state (-1: it was not routed)
+    T.StructField("read_t", T.DoubleType(), False),
     T.StructField("done", T.BooleanType(), False),
     T.StructField("outcome", T.StringType(), False),
     T.StructField("dest", T.LongType(), False),
@@ -210,8 +216,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                    overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
-    last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p, since: _pass(ctx, ev, since, start),
-                                   bound)
+    last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p, _since: _pass(ctx, ev, start), bound)
     return _result(ctx, last, passes)
 
 
@@ -233,30 +238,38 @@ def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
 
 # ---------------------------------------------------------------- one pass
 
-def _pass(ctx: _Context, events: DataFrame, since: float, lookups: DataFrame) -> bsp.Pass:
+def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
     """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts."""
     log = bsp.sizeless(_fold(ctx, events).localCheckpoint())
     versions = bsp.sizeless(_versions(log).localCheckpoint())
     starts = log.filter(F.col("kind") == "repair_start")
-    routed = _lookups_now(ctx, lookups, versions, since)
+    routed = _lookups_now(ctx, lookups, versions)
     derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
                .unionByName(routed["declared"].drop("lid")))
     ctx.routed = routed
     return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
 
 
-def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame,
-                 since: float) -> dict[str, DataFrame]:
-    """The lookups' ends, timeouts and sends on these versions: those that ended before `since` as last pass.
+def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict[str, DataFrame]:
+    """The lookups' ends, timeouts, sends and state reads on these versions, routing again only the
+    lookups that read a state these versions change.
 
-    A lookup that ended before the earliest changed event read only versions that stand.
+    A lookup's way is a function of the states it reads (and of crash times, which do not change):
+    one whose every read finds the same state as in the last pass takes the same way. States are
+    compared by a 64-bit hash of the leaf set, its split and the nodes known dead.
     """
     before = ctx.routed
-    kept = before["done"].filter(F.col("t") < since).select("lid") if before else None
+    kept = None
+    if before:
+        now = bsp.as_of(before["reads"], "at", "t", versions).select("lid", "state",
+                                                                     _state_hash().alias("now"))
+        moved = now.filter(F.col("state") != F.col("now")).select("lid").distinct()
+        kept = before["done"].select("lid").join(moved, "lid", "left_anti")
     todo = lookups.join(kept, "lid", "left_anti") if kept is not None else lookups
     fresh = _route(ctx, todo, versions).emitted
     out = {}
-    for name, schema in (("done", STEP_SCHEMA), ("declared", DECLARED_SCHEMA), ("sends", SENDS_SCHEMA)):
+    for name, schema in (("done", STEP_SCHEMA), ("declared", DECLARED_SCHEMA), ("sends", SENDS_SCHEMA),
+                         ("reads", READS_SCHEMA)):
         now = fresh.get(name, _empty(lookups.sparkSession, schema))
         if kept is not None:
             now = before[name].join(kept, "lid").unionByName(now)
@@ -467,7 +480,7 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     dead = F.coalesce("dead", none)
     entry = F.coalesce(F.try_element_at("rt", F.col("slot") + 1), F.lit(-1))
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
-    current = [F.coalesce("vleaf", "leaf").alias("vleaf"),
+    current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
                F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
                entry.alias("entry"),
                *(F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr"))]
@@ -479,9 +492,22 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
                          inflight=lambda f: f.filter(~F.col("done")).select(*names),
                          emitted={"done": lambda f: f.filter("done"),
                                   "sends": lambda f: f.filter(F.col("sent") > 0).select("lid", "sent"),
+                                  "reads": _reads,
                                   "declared": lambda f: _declared(f, rto, until)})
     return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
                    unsized=True)
+
+
+def _reads(f: DataFrame) -> DataFrame:
+    """The states the superstep's lookups read: where, when and the state's hash."""
+    return f.filter(F.col("read_at") >= 0).select("lid", F.col("read_at").alias("at"),
+                                                  F.col("read_t").alias("t"), "state")
+
+
+def _state_hash() -> Column:
+    """A hash of the version read: its leaf set, the split and the nodes known dead (all null, the
+    converged state, hash to one constant)."""
+    return F.xxhash64("vleaf", "npred", "dead")
 
 
 def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
@@ -531,6 +557,8 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     khi, klo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
     if len(go):
         nxt[go] = _next_hops(ring, col, go, khi, klo, at)
+    read = np.zeros(len(m), bool)
+    read[go] = True
     stays = np.zeros(len(m), bool)
     stays[go] = nxt[go] == at[go]
     if stays.any():
@@ -557,7 +585,8 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     return pd.DataFrame({
         "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
         "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
-        "via": new_via, "avoid": avoid, "slot": slot, "done": done, "outcome": np.where(done, outcome, ""),
+        "via": new_via, "avoid": avoid, "slot": slot, "state": col["state"].to_numpy(),
+        "read_at": np.where(read, at, -1), "read_t": t, "done": done, "outcome": np.where(done, outcome, ""),
         "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent,
         "declared": declared})
 
