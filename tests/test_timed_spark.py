@@ -38,9 +38,10 @@ def _runs(spark, n: int, crashed: int, lookups: int, until: float, seed: int = 3
 
 def test_the_same_run_as_the_sequential_reference(spark):
     """Crashes, keep-alives, leaf-set repairs and lookups: every outcome, time and message count equal."""
-    ref, got = _runs(spark, 120, 10, 120, 7000.0)
+    ref, got = _runs(spark, 60, 5, 40, 3500.0)
     want = pd.DataFrame(ref.lookups)
     assert set(want.outcome) >= {"correct", "not_issued", "unfinished"} and ref.detections and ref.repairs
+    assert want.timeouts.sum() > 0   # some lookups meet dead nodes
     for column in ("outcome", "dest", "hops", "timeouts"):
         assert got.lookups[column].tolist() == want[column].tolist(), column
     latency = got.lookups.latency_ms.to_numpy(float)

@@ -369,15 +369,21 @@ def _keepalive_events(ctx: _Context, versions: DataFrame) -> DataFrame:
     return pairs.mapInPandas(_, EVENT_SCHEMA)
 
 
-def _crashed_members(ctx: _Context, versions: DataFrame) -> DataFrame:
-    """(node, t_from, t_to, j, y): crashed member y at place j of a node's leaf set in that interval."""
-    crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
+def _members(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """(x, t_from, t_to, j, y): member y at place j of node x's leaf set from t_from to t_to, for every
+    node: its versions, or its converged leaf set for all time if it has none."""
     changed = versions.select(F.col("node").alias("x"), "t_from", "t_to",
                               F.posexplode("vleaf").alias("j", "y"))
     still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
              .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
                      F.posexplode("leaf").alias("j", "y")))
-    return changed.unionByName(still).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
+    return changed.unionByName(still)
+
+
+def _crashed_members(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """`_members` whose member crashes."""
+    crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
+    return _members(ctx, versions).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
 
 
 def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
@@ -716,10 +722,6 @@ def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> Counter:
 
 def _probe_counts(ctx: _Context, versions: DataFrame) -> tuple[int, int]:
     """Probes sent and answered over the run, per (node, version, member) in closed form."""
-    changed = versions.select(F.col("node").alias("x"), "t_from", "t_to", F.explode("vleaf").alias("y"))
-    still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
-             .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
-                     F.explode("leaf").alias("y")))
     ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -727,7 +729,7 @@ def _probe_counts(ctx: _Context, versions: DataFrame) -> tuple[int, int]:
         for df in frames:
             counts = _probes_answered(ring, crash, tm, seed, until, df)
             yield pd.DataFrame([counts], columns=["probes", "replies"])
-    counts = changed.unionByName(still).mapInPandas(_, "probes long, replies long")
+    counts = _members(ctx, versions).mapInPandas(_, "probes long, replies long")
     row = counts.agg(F.sum("probes"), F.sum("replies")).first()
     return int(row[0] or 0), int(row[1] or 0)
 
