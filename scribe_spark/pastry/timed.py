@@ -24,7 +24,8 @@ reading the asked node's version at the request's arrival, and the lookups' time
 every lookup, one hop per superstep of `bsp.run`, each hop reading its node's version at the hop's
 time (`bsp.as_of`). The passes repeat until one derives the events it was given
 (`bsp.fixed_point`): as every event follows what caused it by a positive delay, each pass fixes at
-least the earliest event the last one had wrong, and the fixed point is the sequential run's.
+least the earliest event the last one had wrong, and the fixed point is the sequential run's. A
+pass routes again only the lookups whose reads of node state changed (`_lookups_now`).
 
 **Exact, and where not.** Events at one node at the same time are ordered as a sequential
 simulation that handles messages before timers and timers in the order they were set would order
@@ -32,14 +33,14 @@ them (a tick reads the state after every other event at its time). Different eve
 one node at exactly the same time by coincidence of link delays are ordered by kind only; with
 delays drawn from continuous laws that has probability zero. failure_timeout_ms must exceed every
 round trip, or live nodes are declared failed at a tick whose probe is answered late; the run does
-not model that case (the caller checks the bound).
+not model that case, and nothing checks the bound yet.
 """
 from __future__ import annotations
 
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
@@ -192,7 +193,8 @@ class _Context:
     seed: int
     until: float
     max_attempts: int
-    routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends
+    routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends, reads
+    held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -246,7 +248,9 @@ def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
     routed = _lookups_now(ctx, lookups, versions)
     derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
                .unionByName(routed["declared"].drop("lid")))
-    ctx.routed = routed
+    for frame in ctx.held:   # the pass before's; this pass's routes are cut already
+        bsp.release(frame)
+    ctx.routed, ctx.held = routed, [log, versions, *routed.values()]
     return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
 
 
