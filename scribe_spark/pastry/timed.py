@@ -67,7 +67,6 @@ MERGE, PROBE, LEAF, LOOKUP = "merge", "probe", "leaf", "lookup"
 MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
 BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
-OUTCOMES = ("correct", "wrong", "lost", "not_issued", "unfinished")
 
 EVENT_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),      # where it happens
@@ -453,10 +452,9 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
         ring, crash = ring_bc.value, crash_bc.value
         for df in frames:
             x, z, t = df.node.to_numpy(np.int64), df.b.to_numpy(np.int64), df.t.to_numpy(np.float64)
-            t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
-            t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
+            t_a, t_r, replies = _request_times(ring, crash, tm, until, x, z, t)
             yield pd.DataFrame({"x": x, "t": t, "seq": df.seq.to_numpy(np.int32), "z": z, "t_a": t_a,
-                                "t_r": t_r, "replies": (crash.at(z) > t_a) & (t_a < until)})
+                                "t_r": t_r, "replies": replies})
     timed = starts.mapInPandas(_, schema)
     read = bsp.as_of(timed, "z", "t_a", versions)
     conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
@@ -473,6 +471,14 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
                       F.lit(LEAF).alias("kind"), F.col("z").alias("other"),
                       F.array().cast(NODES).alias("members")))
     return merged.unionByName(silent).filter(F.col("t") < ctx.until)
+
+
+def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
+                   t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leaf-set requests from x to z sent at t: their arrival, the replies' arrival, whether z replies."""
+    t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
+    t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
+    return t_a, t_r, (crash.at(z) > t_a) & (t_a < until)
 
 
 # ---------------------------------------------------------------- lookups
@@ -714,11 +720,10 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
 def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> Counter:
     """Messages sent, by kind: probes and replies in closed form, repair requests and replies, lookups."""
     probes, replies = _probe_counts(ctx, last.frames["versions"])
-    ring, crash, tm = ctx.overlay.ring, ctx.crash_bc.value, ctx.timers
-    x, z, t = (starts[c].to_numpy() for c in ("node", "asked", "t"))
-    t_a = (t.astype(np.float64) + ring.prox.dist(x.astype(np.int64), z.astype(np.int64)).astype(np.float64)) \
-        + tm.proc_ms if len(starts) else np.empty(0)
-    leaf_replies = int(((crash.at(z) > t_a) & (t_a < ctx.until)).sum()) if len(starts) else 0
+    x, z = starts.node.to_numpy(np.int64), starts.asked.to_numpy(np.int64)
+    asked = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until, x, z,
+                           starts.t.to_numpy(np.float64))
+    leaf_replies = int(asked[2].sum()) if len(starts) else 0
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
     return Counter({"probe": probes, "probe_reply": replies, "leaf_request": len(starts),
                     "leaf_reply": leaf_replies, "lookup": lookup})
