@@ -67,6 +67,7 @@ MERGE, PROBE, LEAF, LOOKUP = "merge", "probe", "leaf", "lookup"
 MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
 BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
+MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply")   # the maintenance messages, by kind
 
 EVENT_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),      # where it happens
@@ -177,7 +178,8 @@ class TimedRun:
     detections: pd.DataFrame   # failed, detector, t
     repair_starts: pd.DataFrame  # node, failed, asked, t
     repairs: pd.DataFrame      # node, t
-    messages: Counter
+    messages: Counter          # sent over the run, by kind: MAINTENANCE and lookup (hops, retries)
+    maintenance: pd.DataFrame  # t_ms (a bin's start) and one column per MAINTENANCE kind: sent in the bin
     passes: int
 
 
@@ -192,6 +194,7 @@ class _Context:
     seed: int
     until: float
     max_attempts: int
+    bin_ms: float | None
     routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends, reads
     held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
 
@@ -201,11 +204,12 @@ class _Context:
 
 
 def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
-             until_ms: float, seed: int = 0, bound: int = 1000) -> TimedRun:
+             until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
-    number. Keep-alive phases come from `seed` (`keepalive_phase`).
+    number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
+    per bin of `bin_ms` (one bin for the whole run if None).
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
@@ -214,7 +218,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.times}),
                           "node long, crash double").localCheckpoint()
     ctx = _Context(overlay, spark.sparkContext.broadcast(table), crashed, timers, seed, float(until_ms),
-                   overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts)
+                   overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts, bin_ms)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p, _since: _pass(ctx, ev, start), bound)
@@ -710,56 +714,87 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     detections = log[log.kind == "detected"].rename(columns={"a": "failed", "node": "detector"})
     starts = log[log.kind == "repair_start"].rename(columns={"a": "failed", "b": "asked"})
     repairs = log[log.kind == "repaired"]
-    messages = _messages(ctx, last, starts)
+    messages, maintenance = _messages(ctx, last, starts)
     return TimedRun(done.drop(columns="t_issue"),
                     detections[["failed", "detector", "t"]].reset_index(drop=True),
                     starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
-                    repairs[["node", "t"]].reset_index(drop=True), messages, passes)
+                    repairs[["node", "t"]].reset_index(drop=True), messages, maintenance, passes)
 
 
-def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> Counter:
-    """Messages sent, by kind: probes and replies in closed form, repair requests and replies, lookups."""
-    probes, replies = _probe_counts(ctx, last.frames["versions"])
+def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:
+    """Messages sent, by kind: in all (lookups included) and per bin of `bin_ms` by sending time
+    (maintenance only: probes and replies in closed form, leaf-set requests and replies)."""
+    bins = _Bins(ctx.until, ctx.bin_ms)
+    probes, replies = _probe_counts(ctx, last.frames["versions"], bins)
     x, z = starts.node.to_numpy(np.int64), starts.asked.to_numpy(np.int64)
-    asked = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until, x, z,
-                           starts.t.to_numpy(np.float64))
-    leaf_replies = int(asked[2].sum()) if len(starts) else 0
+    t = starts.t.to_numpy(np.float64)
+    t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until, x, z, t)
+    binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies,
+                           "leaf_request": bins.count(t), "leaf_reply": bins.count(t_a[answered])})
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
-    return Counter({"probe": probes, "probe_reply": replies, "leaf_request": len(starts),
-                    "leaf_reply": leaf_replies, "lookup": lookup})
+    total = Counter({kind: int(binned[kind].sum()) for kind in MAINTENANCE})
+    total["lookup"] = lookup
+    return total, binned
 
 
-def _probe_counts(ctx: _Context, versions: DataFrame) -> tuple[int, int]:
-    """Probes sent and answered over the run, per (node, version, member) in closed form."""
+@dataclass(frozen=True)
+class _Bins:
+    """Bins [k width, (k + 1) width) of simulated time up to `until`; one bin for the run if no width."""
+
+    until: float
+    width: float | None
+
+    @property
+    def n(self) -> int:
+        return max(1, math.ceil(self.until / self.width)) if self.width else 1
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.arange(self.n, dtype=np.float64) * (self.width or 0.0)
+
+    def count(self, t: np.ndarray) -> np.ndarray:
+        """How many of the times (all before `until`) fall in each bin."""
+        t = np.asarray(t, np.float64)
+        at = (t // self.width).astype(np.int64) if self.width else np.zeros(len(t), np.int64)
+        return np.bincount(np.minimum(at, self.n - 1), minlength=self.n).astype(np.int64)
+
+
+def _probe_counts(ctx: _Context, versions: DataFrame, bins: _Bins) -> tuple[np.ndarray, np.ndarray]:
+    """Probes sent and answered per bin, per (node, version, member) in closed form."""
     ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         ring, crash = ring_bc.value, crash_bc.value
         for df in frames:
-            counts = _probes_answered(ring, crash, tm, seed, until, df)
-            yield pd.DataFrame([counts], columns=["probes", "replies"])
-    counts = _members(ctx, versions).mapInPandas(_, "probes long, replies long")
-    row = counts.agg(F.sum("probes"), F.sum("replies")).first()
-    return int(row[0] or 0), int(row[1] or 0)
+            probes, replies = _probes_answered(ring, crash, tm, seed, until, bins, df)
+            yield pd.DataFrame({"bin": np.arange(bins.n), "probes": probes, "replies": replies})
+    counts = (_members(ctx, versions).mapInPandas(_, "bin long, probes long, replies long")
+              .groupBy("bin").agg(F.sum("probes").alias("probes"), F.sum("replies").alias("replies"))
+              .toPandas().set_index("bin").reindex(np.arange(bins.n), fill_value=0))
+    return counts.probes.to_numpy(np.int64), counts.replies.to_numpy(np.int64)
 
 
-def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
-                     df: pd.DataFrame) -> tuple[int, int]:
-    """For (x, t_from, t_to, y) rows: the ticks in each interval while x lives, and those y answers."""
+def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float, bins: _Bins,
+                     df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """For (x, t_from, t_to, y) rows: per bin, the probes x sends in each interval while it lives (at
+    its ticks) and the replies y sends back (as each probe arrives, while y lives)."""
     x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
     phase = keepalive_phase(x, seed, tm.keepalive_ms)
     d = ring.prox.dist(x, y).astype(np.float64)
     cx, cy = crash.at(x), crash.at(y)
-    probes = replies = 0
     period = tm.keepalive_ms
+    first, sent, answered = (np.zeros(len(df), np.int64) for _ in range(3))
     for i in range(len(df)):
         ph, t_from = float(phase[i]), float(df.t_from.iat[i])
         end = min(float(df.t_to.iat[i]), until, float(cx[i]))
         lo = _first_tick(ph, period, lambda s: s >= t_from, _guess(t_from, ph, period))
         hi = _first_tick(ph, period, lambda s: s >= end, _guess(end, ph, period), floor=lo)
-        probes += hi - lo
         limit = min(float(cy[i]), until)
         ans = _first_tick(ph, period, lambda s: (s + float(d[i])) + tm.proc_ms >= limit,
                           (limit - float(d[i]) - tm.proc_ms - ph) / period, floor=lo)
-        replies += min(hi, ans) - lo
-    return probes, replies
+        first[i], sent[i], answered[i] = lo, hi - lo, min(hi, ans) - lo
+    row = np.repeat(np.arange(len(df)), sent)
+    k = first[row] + (np.arange(len(row)) - np.repeat(np.cumsum(sent) - sent, sent))
+    ticks = phase[row] + k * period
+    back = k - first[row] < answered[row]
+    return bins.count(ticks), bins.count((ticks[back] + d[row][back]) + tm.proc_ms)

@@ -61,7 +61,7 @@ under way at `until_ms`, or issued at or after it, is unfinished.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -108,6 +108,7 @@ class TimedResult:
     repair_starts: list[tuple[int, int, int, float]]          # (node, failed, asked, t_started)
     messages: Counter
     leaf: list[list[int]] = field(default_factory=list)        # every node's leaf set at the end
+    sent_at: dict[str, list[float]] = field(default_factory=dict)   # send times by kind (not lookups)
 
 
 @dataclass
@@ -188,7 +189,7 @@ class TimedPastry:
             t, _prio, _seq, handler, args = heapq.heappop(self.heap)
             handler(t, *args)
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
-                           self.leaf_sets())
+                           self.leaf_sets(), dict(self.sent_at))
 
     def _reset(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
@@ -204,6 +205,7 @@ class TimedPastry:
         self.next_id = 0                    # probe and leaf-request ids
         self.pending: set[int] = set()      # probes and leaf requests sent, no reply yet, timer not run
         self.messages: Counter = Counter()
+        self.sent_at: defaultdict[str, list[float]] = defaultdict(list)
         self.detections, self.repairs, self.repair_starts = [], [], []
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
@@ -218,6 +220,7 @@ class TimedPastry:
     def _send(self, kind: str, u: int, v: int, t: float, handler: Callable, *args) -> None:
         """Send a message of `kind` from u to v at t (counted now): handler runs at the arrival."""
         self.messages[kind] += 1
+        self.sent_at[kind].append(t)
         self._push(self._arrival(u, v, t), MESSAGE, handler, *args)
 
     def _arrival(self, u: int, v: int, t: float) -> float:
