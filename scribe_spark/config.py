@@ -17,10 +17,12 @@ import numpy as np
 
 from scribe_spark import laws, sessions, sizes
 from scribe_spark.knobs import INT_MAX, ConfigError, count, knob, share
-from scribe_spark.topology import MODELS, load_matrix
+from scribe_spark.topology import LAN_DELAY_MS, MODELS, PLANE_SIZE, load_matrix
 
 DELAY_MAX_MS = 100_000.0   # one link or one matrix entry: beyond 100 s a delay is a unit mistake
 TIME_MAX_MS = 3.6e9        # any duration in ms: a thousand hours
+TIME_MAX_S = TIME_MAX_MS / 1000.0
+REFERENCE_NODES_MAX = 20_000   # pastry_timed's check: the sequential reference takes minutes at 10,000 nodes
 RATE_MAX = 10_000_000.0    # events per second
 PARTITIONS_MAX = 10_000    # Spark tasks per superstep: more cost more in start-up than they gain
 TNO_TOPICS_MAX = 10_000_000
@@ -668,3 +670,72 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
         return (self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
                 + self.topic_needs())
 
+
+
+def max_delay_ms(p: AnyProximity) -> float:
+    """An upper bound of one message's link delay under the run's proximity model (ms).
+
+    Transit-stub: a path that climbs the stub domain, crosses every transit domain and climbs down,
+    each domain's graph being connected (a random tree at least), plus the two LAN hops.
+    """
+    if p.proximity == "plane":
+        return PLANE_SIZE * math.sqrt(2.0)
+    if p.proximity == "sphere":
+        return math.pi
+    if p.proximity == "matrix":
+        return float(np.max(load_matrix(p.matrix)))
+    t = p.topology
+    inside_transit = (t.routers_per_transit - 1) * t.delay_transit_transit
+    climb = (t.routers_per_stub - 1) * t.delay_stub_stub + t.delay_transit_stub
+    return (2 * LAN_DELAY_MS + 2 * climb + inside_transit
+            + (t.transit_domains - 1) * (t.delay_inter_transit + inside_transit))
+
+
+@dataclass(frozen=True)
+class PastryTimedParams(AnyProximity):
+    """Pastry in simulated time: crashes at session ends, keep-alives, leaf-set repair, lookups per bin."""
+
+    nodes: int = node_counts(1000, "members at the start (all converged)")
+    duration_s: float = knob(600.0, "simulated time", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    session: str = knob("exponential", "session-time law: exponential, weibull or pareto; a session that "
+                                       "ends within duration_s ends in a crash", choices=sessions.LAWS)
+    mean_session_s: float = knob(3600.0, "mean session time (each node draws what remains of a session "
+                                         "under way)", unit="s", lo=0.0, hi=1e9, lo_open=True)
+    weibull_shape: float = knob(1.0, "Weibull shape k (1 = exponential)", lo=0.05, hi=100.0,
+                                only_with=("session", "weibull"))
+    pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean)", lo=1.0, hi=100.0,
+                               lo_open=True, only_with=("session", "pareto"))
+    lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
+                                           "process; a crashed node issues none)", unit="1/s", lo=0.0,
+                                     hi=1000.0)
+    keepalive_s: float = knob(30.0, "period of the leaf-set keep-alive probes", unit="s", lo=0.0,
+                              hi=TIME_MAX_S, lo_open=True)
+    failure_timeout_s: float = knob(3.0, "a probe or leaf-set request unanswered this long declares its "
+                                         "node failed", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    rto_ms: float = knob(500.0, "a forwarder learns that the node it sent a lookup to is dead this long "
+                                "after sending", unit="ms", lo=0.0, hi=TIME_MAX_MS, lo_open=True)
+    hop_ms: float = knob(1.0, "processing time added to every message's link delay", unit="ms", lo=0.0,
+                         hi=DELAY_MAX_MS, lo_open=True)
+    lookup_timeout_s: float = knob(60.0, "a lookup not delivered this long after its issue is lost",
+                                   unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    check: bool = knob(True, "also run the sequential reference simulation on the same inputs and stop if "
+                             "anything differs (up to 20,000 nodes)")
+
+    def validate(self) -> None:
+        self.validate_overlay()
+        _require(self.bin_s <= self.duration_s, "bin_s", f"must be at most duration_s ({self.duration_s:g})",
+                 self.bin_s)
+        _require(self.duration_s / self.bin_s <= 100_000, "bin_s", "must leave at most 100,000 bins",
+                 self.bin_s)
+        _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
+                 f"the sequential reference takes hours above {REFERENCE_NODES_MAX:,} nodes; set false",
+                 self.check)
+        trip = 2 * (max_delay_ms(self) + self.hop_ms)
+        _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",
+                 f"must exceed every round trip ({trip:.0f} ms at most under the {self.proximity} model): "
+                 "a probe answered after its timeout is not modelled", self.failure_timeout_s)
+
+    def needs(self) -> list[tuple[Any, int, str]]:
+        lookups = int(self.lookups_per_node_s * self.nodes * self.duration_s)
+        return self.overlay_needs() + [("lookups_per_node_s", lookups * 200, f"{lookups:,} lookups")]

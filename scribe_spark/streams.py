@@ -25,7 +25,7 @@ class Purpose:
     PUBLICATIONS = 8         # tno_ordering: publication times, publishers and topics
     SEQUENCER_DELAYS = 9     # tno_ordering: the sequencer's link delays
     RECOVERY = 10            # tno_ordering: gap recovery's delays
-    CHURN = 11               # churn: sessions, arrivals and checks
+    CHURN = 11               # churn: sessions, arrivals and checks; pastry_timed: crashes and lookups
     KEYS = 11                # tno_ordering: the keys of the ENS's jitter and loss draws
     GROWTH = 12              # overlay = joined: the order in which nodes join (P1/P2, S1/S2)
     MEMBERS = 13             # S1/S2: each topic's subscribers per chunk of nodes (scope: topic[, chunk])

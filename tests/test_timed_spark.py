@@ -1,58 +1,30 @@
 """Pastry in simulated time on Spark against the sequential discrete-event reference, event for event."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
 from scribe_spark.pastry import timed
-from scribe_spark.pastry.overlay import build_overlay
-from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
-from tests.helpers import small_ring
-from tests.test_timed_pastry import random_lookups
-
-# T_fd a whole number of keep-alive periods: timeouts fall on ticks, the ties the engine must order
-TIMERS = dict(keepalive_ms=1000.0, failure_timeout_ms=1000.0, rto_ms=500.0, proc_ms=1.0,
-              lookup_timeout_ms=20_000.0)
 
 
-def _runs(spark, n: int, crashed: int, lookups: int, until: float, seed: int = 3):
-    """The same crashes and lookups through the Spark engine and the sequential reference."""
-    ring = small_ring(n, model="matrix", leaf=8, seed=seed)
-    rng = np.random.default_rng(seed + 4)
-    dead = rng.choice(n, crashed, replace=False)
-    crashes = {int(v): float(t) for v, t in zip(dead, rng.uniform(0.0, 0.7 * until, crashed))}
-    asked = random_lookups(rng, n, lookups, 0.0, until)
-    phase = timed.keepalive_phase(np.arange(n), seed, TIMERS["keepalive_ms"])
-
-    def link(u: int, v: int) -> float:
-        return float(ring.prox.dist([u], [v])[0])
-    ref = TimedPastry(ring, link, TimedParams(**TIMERS), phase).run(crashes, asked, until)
-    frame = pd.DataFrame(asked, columns=["t_issue", "src", "key_hi", "key_lo"]).astype(
-        {"key_hi": np.uint64, "key_lo": np.uint64})
-    got = timed.simulate(build_overlay(spark, ring), crashes, frame, timed.Timers(**TIMERS), until, seed=seed)
-    return ref, got
-
-
-def test_the_same_run_as_the_sequential_reference(spark):
-    """Crashes, keep-alives, leaf-set repairs and lookups: every outcome, time and message count equal."""
-    ref, got = _runs(spark, 60, 5, 40, 3500.0)
-    want = pd.DataFrame(ref.lookups)
-    assert set(want.outcome) >= {"correct", "not_issued", "unfinished"} and ref.detections and ref.repairs
-    assert want.timeouts.sum() > 0   # some lookups meet dead nodes
-    for column in ("outcome", "dest", "hops", "timeouts"):
-        assert got.lookups[column].tolist() == want[column].tolist(), column
-    latency = got.lookups.latency_ms.to_numpy(float)
-    assert np.array_equal(latency, want.latency_ms.to_numpy(float), equal_nan=True)
-    assert sorted(zip(got.detections.failed, got.detections.detector, got.detections.t)) == \
-        sorted((y, x, t) for y, x, _crash, t in ref.detections)
-    assert sorted(zip(got.repair_starts.node, got.repair_starts.failed, got.repair_starts.asked,
-                      got.repair_starts.t)) == sorted(ref.repair_starts)
-    assert sorted(zip(got.repairs.node, got.repairs.t)) == sorted(ref.repairs)
-    assert got.messages == ref.messages
-    assert got.passes >= 3   # detections, then repairs, then what the repairs changed
+@pytest.mark.slow
+def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny):
+    """The tiny run's own check passed: every lookup's outcome, node, hops, timeouts and latency, every
+    detection, repair request and repair, and the messages by kind and by bin equal the sequential
+    reference's (the job stops otherwise). Its timeouts fall on keep-alive ticks: the ties to order."""
+    folder = tiny("pastry_timed")
+    assert "The sequential reference simulation gave the same" in (folder / "summary.md").read_text()
+    t, r = pd.read_csv(folder / "timeline.csv"), pd.read_csv(folder / "repairs.csv")
+    assert t.time_s.tolist() == [0, 10, 20, 30, 40, 50]
+    assert t.crashes.sum() == len(r) > 3 and (t.members == 100 - t.crashes.cumsum()).all()
+    assert (t.timeouts_per_lookup > 0).any() and r.leaf_sets_repaired_after_s.notna().sum() > 3
+    assert (t.lookup_success + t.lookup_wrong + t.lookup_lost <= 1 + 1e-12).all()
+    # before the first crash every node probes its 16 leaf-set members every 3 s, and each probe is answered
+    assert t.keepalive_msgs_per_node_s.iat[0] == pytest.approx(2 * 16 / 3, rel=0.05)
+    # a holder probes within a keep-alive period of the crash and declares it failure_timeout_s later
+    assert (r.detected_after_s.dropna() <= 3.0 + 3.0).all()
 
 
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):

@@ -284,6 +284,45 @@ CHURN = {t.name: t for t in (
           ("topics_lost", "", "topics lost so far (new root without the replicated state)")),
 )}
 
+PASTRY_TIMED = {t.name: t for t in (
+    table("timeline", "one row per bin of bin_s simulated seconds: members, lookups issued in the bin by "
+                      "outcome, and maintenance messages sent in it",
+          ("time_s", "s", "simulated time at the start of the bin"),
+          ("members", "", "live nodes at the end of the bin"),
+          ("crashes", "", "nodes that crashed in the bin"),
+          ("lookups", "", "lookups issued in the bin (by a live node)"),
+          ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
+                                      "at delivery"),
+          ("lookup_wrong", "share", "delivered to another node"),
+          ("lookup_lost", "share", "lost: past lookup_timeout_s or the bound on hops and timeouts, or at a "
+                                   "node that died while the lookup waited there (the rest were still in "
+                                   "flight at the end)"),
+          ("lookup_latency_ms_mean", "ms", "mean time from issue to delivery of the delivered lookups"),
+          ("lookup_latency_ms_p50", "ms", "median of the same"),
+          ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
+          ("rdp_mean", "", "mean relative delay penalty: latency over the direct delay from the source to "
+                           "the node reached (plus one hop_ms), of the lookups delivered elsewhere than at "
+                           "their source"),
+          ("hops_mean", "hops", "mean hops of the delivered lookups"),
+          ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
+          ("keepalive_msgs_per_node_s", "1/s", "keep-alive probes and replies sent, per live node and "
+                                               "second"),
+          ("leaf_repair_msgs_per_node_s", "1/s", "leaf-set requests and replies sent, per live node and "
+                                                 "second"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the two above) per live node and "
+                                                 "second")),
+    table("repairs", "one row per crash: when its leaf-set neighbours noticed it, and when their leaf sets "
+                     "were repaired (empty: not before the end)",
+          ("node", "", "the node that crashed"),
+          ("crash_s", "s", "simulated time of the crash"),
+          ("detectors", "", "nodes that declared it failed (by a probe, a leaf-set request or a lookup)"),
+          ("leaf_detectors", "", "of those, the nodes that held it in their leaf set and so repaired it"),
+          ("detected_after_s", "s", "time from the crash to the first declaration"),
+          ("leaf_detected_after_s", "s", "time from the crash to the last declaration by a leaf-set holder"),
+          ("leaf_sets_repaired_after_s", "s", "time from the crash until every leaf-set holder that declared "
+                                              "it had merged a leaf-set reply after declaring it")),
+)}
+
 TNO_TIMESTAMP_SIZE = {t.name: t for t in (
     table("popularity", "one row per popularity model: its law and how concentrated it is",
           ("popularity", "", "popularity model name"),
@@ -406,6 +445,7 @@ OUTPUTS = {
     "scribe_small_groups": SCRIBE_MULTICAST,
     "scribe_repair": SCRIBE_REPAIR,
     "churn": CHURN,
+    "pastry_timed": PASTRY_TIMED,
     "tno_timestamp_size": TNO_TIMESTAMP_SIZE,
     "tno_sequencer": TNO_SEQUENCER,
     "tno_ordering": TNO_ORDERING,
