@@ -112,6 +112,24 @@ def test_detection_times_in_closed_form():
     assert all(t > expected[x] for x, t in res.repairs)
 
 
+def test_a_graceful_leave_is_declared_as_each_notice_arrives():
+    """A leaving node tells its leaf set: each member declares it on the notice's arrival, no probe
+    times out on it, and the leaf sets converge as after a crash."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    y, t_l = 123, 1500.0
+    sim = TimedPastry(ring, lambda u, v: 20.0, PARAMS, phase)
+    res = sim.run({}, [], t_l + 2 * T_KA + 2 * T_FD, leaves={y: t_l})
+    members = kernels.leaf_sets(ring, np.array([y]))[0].tolist()
+    assert sorted((f, x, tc, t) for f, x, tc, t in res.detections) == \
+        sorted((y, x, t_l, t_l + 20.0 + PROC) for x in members)
+    assert res.messages["leave"] == len(members) and res.sent_at["leave"] == [t_l] * len(members)
+    want = live_leaf_sets(ring, {y})
+    assert {x: sim.leaf_sets()[x] for x in want} == want
+    with pytest.raises(ValueError, match="either crashes or leaves"):
+        sim.run({y: 1.0}, [], 10.0, leaves={y: 2.0})
+
+
 def test_leaf_sets_converge_after_one_crash():
     """After one crash the live nodes' leaf sets are those of the ring without it."""
     ring = small_ring(200, model="matrix", leaf=16, seed=2)

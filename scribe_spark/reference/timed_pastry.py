@@ -12,8 +12,8 @@ dead, and a reply arriving at the very time its timer expires counts as in time.
 `until_ms` are not processed.
 
 **Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
-message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply, lookup
-(also a LOOKUP sent to a dead node). A reply is sent only when its request's arrival is processed,
+message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply, leave,
+lookup (also a LOOKUP sent to a dead node). A reply is sent only when its request's arrival is processed,
 so a probe arriving at or after `until_ms` has no reply counted.
 
 **State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
@@ -21,7 +21,9 @@ so a probe arriving at or after `until_ms` has no reply counted.
 successors nearest first; a flat routing table (-1 empty); a neighbourhood set; and the set of
 nodes it knows dead, empty. The ring must have more than L nodes, so that the two sides are disjoint.
 Nodes crash at the times given (no recovery, no joins): a crashed node processes nothing more, the
-messages arriving at it are dropped and its timers do nothing.
+messages arriving at it are dropped and its timers do nothing. A node that leaves gracefully at a
+time given first sends a LEAVE to every member of its current leaf set, then stops as a crashed
+node does; a live member that receives it declares the leaver failed at once (below).
 
 **Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
 PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
@@ -176,11 +178,16 @@ class TimedPastry:
 
     # ------------------------------------------------------------ the event loop
 
-    def run(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> TimedResult:
-        """Simulate from the converged state to `until_ms` (reset first: runs are independent)."""
-        self._reset(crashes, lookups, until_ms)
+    def run(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float,
+            leaves: dict[int, float] | None = None) -> TimedResult:
+        """Simulate from the converged state to `until_ms` (reset first: runs are independent);
+        `leaves` are graceful leaves {node: time}, nodes that do not also crash."""
+        leaves = leaves or {}
+        if set(leaves) & set(crashes):
+            raise ValueError("a node either crashes or leaves")
+        self._reset({**crashes, **leaves}, lookups, until_ms)
         for v, t in sorted(self.crash_at.items()):
-            self._push(t, CRASH, self._crash, v)
+            self._push(t, CRASH, self._leave if v in leaves else self._crash, v)
         for x in range(self.ring.n):
             self._schedule_tick(x, 0)
         for lid, (t, *_rest) in enumerate(lookups):
@@ -235,6 +242,17 @@ class TimedPastry:
     def _crash(self, t: float, v: int) -> None:
         """Node v stops."""
         self.alive[v] = False
+
+    def _leave(self, t: float, v: int) -> None:
+        """Node v tells its leaf set that it leaves, then stops."""
+        for m in self.nodes[v].leaf:
+            self._send("leave", v, m, t, self._on_leave, m, v)
+        self.alive[v] = False
+
+    def _on_leave(self, t: float, x: int, v: int) -> None:
+        """A live x learns that v left: v is failed to it."""
+        if self.alive[x]:
+            self.declare_failed(x, v, t)
 
     # ------------------------------------------------------------ keep-alives and failure detection
 
