@@ -1,10 +1,12 @@
 """Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set repair and lookups.
 
 **The model** (times in ms). Every node starts from the converged state. Nodes crash at given
-times and stay down. A message from u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x
-ticks at phase_x + k keepalive_ms (k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes
-every member of its leaf set, and a member whose reply has not come back failure_timeout_ms after
-the tick, and that is still in x's leaf set then, is declared failed. Declaring y failed at x
+times and stay down; a node that leaves gracefully at a given time first sends a notice to every
+member of its leaf set, each of which declares it failed on the notice's arrival. A message from
+u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms
+(k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes every member of its leaf set, and
+a member whose reply has not come back failure_timeout_ms after the tick, and that is still in x's
+leaf set then, is declared failed. Declaring y failed at x
 (once per pair) drops y from x's leaf set, routing table and neighbourhood set; if y was in the
 leaf set, x asks the farthest member z of that side (else of the other side) for its leaf set,
 merges the reply (its leaf set, the reply and z, without the nodes it knows dead: the L/2 nearest
@@ -63,11 +65,11 @@ from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_
 _log = logging.getLogger(__name__)
 
 # event kinds: a leaf-set reply merged, or what a declaration came from
-MERGE, PROBE, LEAF, LOOKUP = "merge", "probe", "leaf", "lookup"
+MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
 MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
 BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
-MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply")   # the maintenance messages, by kind
+MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply", "leave")   # maintenance messages
 
 EVENT_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),      # where it happens
@@ -189,7 +191,8 @@ class _Context:
 
     overlay: Overlay
     crash_bc: Broadcast
-    crashed: DataFrame       # node, crash: the crashing nodes
+    crashed: DataFrame       # node, crash: the nodes that crash or leave, and when
+    leavers: DataFrame       # y, t: the nodes that leave gracefully, and when
     timers: Timers
     seed: int
     until: float
@@ -204,20 +207,28 @@ class _Context:
 
 
 def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
-             until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None) -> TimedRun:
+             until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None,
+             leaves: dict[int, float] | None = None) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
     number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
-    per bin of `bin_ms` (one bin for the whole run if None).
+    per bin of `bin_ms` (one bin for the whole run if None). `leaves` are graceful leaves {node:
+    time} of nodes that do not crash.
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
         raise ValueError(f"the ring needs more than L = {overlay.ring.leaf_set} nodes, has {overlay.ring.n}")
-    table = Crashes.of(crashes)
+    leaves = leaves or {}
+    if set(leaves) & set(crashes):
+        raise ValueError("a node either crashes or leaves")
+    table = Crashes.of({**crashes, **leaves})
     crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.times}),
                           "node long, crash double").localCheckpoint()
-    ctx = _Context(overlay, spark.sparkContext.broadcast(table), crashed, timers, seed, float(until_ms),
+    left = Crashes.of(leaves)
+    leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.times}), "y long, t double")
+    ctx = _Context(overlay, spark.sparkContext.broadcast(table), crashed, leavers.localCheckpoint(), timers,
+                   seed, float(until_ms),
                    overlay.ring.route_bound if timers.max_attempts is None else timers.max_attempts, bin_ms)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
@@ -250,7 +261,7 @@ def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
     starts = log.filter(F.col("kind") == "repair_start")
     routed = _lookups_now(ctx, lookups, versions)
     derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
-               .unionByName(routed["declared"].drop("lid")))
+               .unionByName(_leave_events(ctx, versions)).unionByName(routed["declared"].drop("lid")))
     for frame in ctx.held:   # the pass before's; this pass's routes are cut already
         bsp.release(frame)
     ctx.routed, ctx.held = routed, [log, versions, *routed.values()]
@@ -271,7 +282,8 @@ def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict
         now = bsp.as_of(before["reads"], "at", "t", versions).select("lid", "state",
                                                                      _state_hash().alias("now"))
         moved = now.filter(F.col("state") != F.col("now")).select("lid").distinct()
-        kept = before["done"].select("lid").join(moved, "lid", "left_anti")
+        # cut once: the todo list and each of the four tables below read it
+        kept = bsp.sizeless(before["done"].select("lid").join(moved, "lid", "left_anti").localCheckpoint())
     todo = lookups.join(kept, "lid", "left_anti") if kept is not None else lookups
     fresh = _route(ctx, todo, versions).emitted
     out = {}
@@ -483,6 +495,33 @@ def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.n
     t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
     t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
     return t_a, t_r, (crash.at(z) > t_a) & (t_a < until)
+
+
+# ---------------------------------------------------------------- graceful leaves
+
+def _leave_notices(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """(y, t, ord, x, t_a): a leaver y at t tells each member x of its leaf set then (place ord); t_a is
+    the notice's arrival."""
+    ring_bc, proc = ctx.ring_bc, ctx.timers.proc_ms
+    conv = ctx.overlay.state.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
+    read = bsp.as_of(ctx.leavers, "y", "t", versions).join(conv, "y")
+    told = read.select("y", "t", F.posexplode(F.coalesce("vleaf", "conv")).alias("ord", "x"))
+
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring = ring_bc.value
+        for df in frames:
+            d = ring.prox.dist(df.y.to_numpy(np.int64), df.x.to_numpy(np.int64)).astype(np.float64)
+            yield df.assign(t_a=(df.t.to_numpy(np.float64) + d) + proc)
+    return told.mapInPandas(_, "y long, t double, ord int, x long, t_a double")
+
+
+def _leave_events(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """The leave notices as events at their receivers: each declares the leaver failed there."""
+    return (_leave_notices(ctx, versions).filter(F.col("t_a") < ctx.until)
+            .select(F.col("x").alias("node"), F.col("t_a").alias("t"), F.lit(MESSAGE).alias("prio"),
+                    F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), "ord",
+                    F.lit(LEAVE).alias("kind"), F.col("y").alias("other"),
+                    F.array().cast(NODES).alias("members")))
 
 
 # ---------------------------------------------------------------- lookups
@@ -729,8 +768,10 @@ def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> tuple[Coun
     x, z = starts.node.to_numpy(np.int64), starts.asked.to_numpy(np.int64)
     t = starts.t.to_numpy(np.float64)
     t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until, x, z, t)
+    left = _leave_notices(ctx, last.frames["versions"]).select("t").toPandas().t.to_numpy(np.float64)
     binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies,
-                           "leaf_request": bins.count(t), "leaf_reply": bins.count(t_a[answered])})
+                           "leaf_request": bins.count(t), "leaf_reply": bins.count(t_a[answered]),
+                           "leave": bins.count(left)})
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
     total = Counter({kind: int(binned[kind].sum()) for kind in MAINTENANCE})
     total["lookup"] = lookup
