@@ -706,6 +706,8 @@ class PastryTimedParams(AnyProximity):
                                 only_with=("session", "weibull"))
     pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean)", lo=1.0, hi=100.0,
                                lo_open=True, only_with=("session", "pareto"))
+    leave_share: float = share(0.0, "share of the session ends that are graceful leaves (the node tells its "
+                                    "leaf set first); the others are crashes")
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)

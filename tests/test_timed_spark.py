@@ -13,18 +13,24 @@ from scribe_spark.pastry import timed
 def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny):
     """The tiny run's own check passed: every lookup's outcome, node, hops, timeouts and latency, every
     detection, repair request and repair, and the messages by kind and by bin equal the sequential
-    reference's (the job stops otherwise). Its timeouts fall on keep-alive ticks: the ties to order."""
+    reference's (the job stops otherwise), with crashes and graceful leaves. Its timeouts fall on
+    keep-alive ticks: the ties to order."""
     folder = tiny("pastry_timed")
     assert "The sequential reference simulation gave the same" in (folder / "summary.md").read_text()
     t, r = pd.read_csv(folder / "timeline.csv"), pd.read_csv(folder / "repairs.csv")
     assert t.time_s.tolist() == [0, 10, 20, 30, 40, 50]
-    assert t.crashes.sum() == len(r) > 3 and (t.members == 100 - t.crashes.cumsum()).all()
+    gone = t.crashes + t.leaves
+    assert gone.sum() == len(r) > 3 and (t.members == 100 - gone.cumsum()).all()
+    assert r.graceful.any() and not r.graceful.all() and (t.leave_msgs_per_node_s > 0).any()
     assert (t.timeouts_per_lookup > 0).any() and r.leaf_sets_repaired_after_s.notna().sum() > 3
     assert (t.lookup_success + t.lookup_wrong + t.lookup_lost <= 1 + 1e-12).all()
     # before the first crash every node probes its 16 leaf-set members every 3 s, and each probe is answered
     assert t.keepalive_msgs_per_node_s.iat[0] == pytest.approx(2 * 16 / 3, rel=0.05)
-    # a holder probes within a keep-alive period of the crash and declares it failure_timeout_s later
-    assert (r.detected_after_s.dropna() <= 3.0 + 3.0).all()
+    # a holder probes within a keep-alive period of a crash and declares it failure_timeout_s later; a
+    # leave is declared as its notice arrives, within a link delay (at most 1,414 ms on the plane)
+    crashed, left = r[~r.graceful], r[r.graceful]
+    assert (crashed.detected_after_s.dropna() <= 3.0 + 3.0).all()
+    assert (left.detected_after_s <= 1.415 + 0.001).all() and (left.leaf_detectors > 0).all()
 
 
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):

@@ -290,6 +290,7 @@ PASTRY_TIMED = {t.name: t for t in (
           ("time_s", "s", "simulated time at the start of the bin"),
           ("members", "", "live nodes at the end of the bin"),
           ("crashes", "", "nodes that crashed in the bin"),
+          ("leaves", "", "nodes that left gracefully in the bin"),
           ("lookups", "", "lookups issued in the bin (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
                                       "at delivery"),
@@ -309,18 +310,23 @@ PASTRY_TIMED = {t.name: t for t in (
                                                "second"),
           ("leaf_repair_msgs_per_node_s", "1/s", "leaf-set requests and replies sent, per live node and "
                                                  "second"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the two above) per live node and "
-                                                 "second")),
-    table("repairs", "one row per crash: when its leaf-set neighbours noticed it, and when their leaf sets "
-                     "were repaired (empty: not before the end)",
-          ("node", "", "the node that crashed"),
-          ("crash_s", "s", "simulated time of the crash"),
-          ("detectors", "", "nodes that declared it failed (by a probe, a leaf-set request or a lookup)"),
+          ("leave_msgs_per_node_s", "1/s", "leave notices sent (one to each leaf-set member of a leaving "
+                                           "node), per live node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the three above) per live node "
+                                                 "and second")),
+    table("repairs", "one row per departure (crash or graceful leave): when its leaf-set neighbours noticed "
+                     "it, and when their leaf sets were repaired (empty: not before the end)",
+          ("node", "", "the node that crashed or left"),
+          ("left_s", "s", "simulated time of the crash or leave"),
+          ("graceful", "", "True for a graceful leave, False for a crash"),
+          ("detectors", "", "nodes that declared it failed (by a probe, a leaf-set request, a lookup or its "
+                            "leave notice)"),
           ("leaf_detectors", "", "of those, the nodes that held it in their leaf set and so repaired it"),
-          ("detected_after_s", "s", "time from the crash to the first declaration"),
-          ("leaf_detected_after_s", "s", "time from the crash to the last declaration by a leaf-set holder"),
-          ("leaf_sets_repaired_after_s", "s", "time from the crash until every leaf-set holder that declared "
-                                              "it had merged a leaf-set reply after declaring it")),
+          ("detected_after_s", "s", "time from the departure to the first declaration"),
+          ("leaf_detected_after_s", "s", "time from the departure to the last declaration by a leaf-set "
+                                         "holder"),
+          ("leaf_sets_repaired_after_s", "s", "time from the departure until every leaf-set holder that "
+                                              "declared it had merged a leaf-set reply after declaring it")),
 )}
 
 TNO_TIMESTAMP_SIZE = {t.name: t for t in (

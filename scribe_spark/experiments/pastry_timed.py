@@ -1,8 +1,9 @@
 """Experiment pastry_timed: Pastry in simulated time while nodes crash, bin by bin.
 
 `nodes` members start converged. Each draws what remains of a session under way from `session`'s
-law (mean `mean_session_s`); a session that ends before `duration_s` ends in a crash, and the node
-stays down (nobody joins or recovers yet). Leaf-set members probe each other every `keepalive_s`; a
+law (mean `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a
+share `leave_share` of them: the node tells its leaf set first) or a crash, and the node stays down
+(nobody joins or recovers yet). Leaf-set members probe each other every `keepalive_s`; a
 member unanswered `failure_timeout_s` after a probe is declared failed and the leaf set repaired;
 lookups of random keys from random nodes are issued as a Poisson process of
 `lookups_per_node_s` per node and routed hop by hop at the link delays, a forwarder that sends to
@@ -17,6 +18,7 @@ it was noticed and when the leaf sets that held it were repaired).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,7 +36,22 @@ from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
-KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply")}
+KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
+         "leave": ("leave",)}
+DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
+
+
+@dataclass(frozen=True)
+class Departures:
+    """Who goes when (ms): the crashes and the graceful leaves."""
+
+    crashes: dict[int, float]
+    leaves: dict[int, float]
+
+    @property
+    def times(self) -> dict[int, float]:
+        """Every departure, crash or leave."""
+        return {**self.crashes, **self.leaves}
 
 
 def timers(p: PastryTimedParams) -> timed.Timers:
@@ -43,17 +60,20 @@ def timers(p: PastryTimedParams) -> timed.Timers:
                         rto_ms=p.rto_ms, proc_ms=p.hop_ms, lookup_timeout_ms=1000.0 * p.lookup_timeout_s)
 
 
-def workload(p: PastryTimedParams, rng: np.random.Generator) -> tuple[dict[int, float], pd.DataFrame]:
-    """The crashes {node: time (ms)} and the lookups (t_issue, src, key_hi, key_lo), from the seed."""
+def workload(p: PastryTimedParams, rng: np.random.Generator) -> tuple[Departures, pd.DataFrame]:
+    """The departures and the lookups (t_issue, src, key_hi, key_lo), from the seed."""
     shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
     ends = 1000.0 * SessionLaw(p.session, p.mean_session_s, shape).residuals(rng, p.nodes)
     until = 1000.0 * p.duration_s
-    crashes = {int(v): float(ends[v]) for v in np.flatnonzero(ends < until)}
+    going = np.flatnonzero(ends < until)
+    graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(len(going)) < p.leave_share
+    gone = Departures({int(v): float(ends[v]) for v in going[~graceful]},
+                      {int(v): float(ends[v]) for v in going[graceful]})
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
     lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, until, count)),
                             "src": rng.integers(0, p.nodes, count), "key_hi": khi, "key_lo": klo})
-    return crashes, lookups
+    return gone, lookups
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
@@ -61,24 +81,25 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
-    crashes, lookups = workload(p, stream(p.seed, Purpose.CHURN, p.nodes))
+    gone, lookups = workload(p, stream(p.seed, Purpose.CHURN, p.nodes))
     t0 = time.time()
     overlay = build_overlay(spark, ring, seed=p.seed)
-    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s); {len(crashes)} crash within "
-            f"{p.duration_s:g} s, {len(lookups):,} lookups")
-    got = timed.simulate(overlay, crashes, lookups, timers(p), 1000.0 * p.duration_s, seed=p.seed,
-                         bin_ms=1000.0 * p.bin_s)
+    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s); within {p.duration_s:g} s "
+            f"{len(gone.crashes)} crash and {len(gone.leaves)} leave; {len(lookups):,} lookups")
+    got = timed.simulate(overlay, gone.crashes, lookups, timers(p), 1000.0 * p.duration_s, seed=p.seed,
+                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves)
     overlay.unpersist()
     run.log(f"simulated in {got.passes} passes ({time.time() - t0:.1f}s): {len(got.detections):,} "
             f"detections, {len(got.repairs):,} leaf sets repaired")
     if p.check:
-        _check(p, run, ring, crashes, lookups, got)
-    tables = {"timeline": timeline(p, ring, crashes, lookups, got), "repairs": repairs(crashes, got)}
-    return Outcome(tables, {"crashes": len(crashes), "lookups": len(lookups), "passes": got.passes,
+        _check(p, run, ring, gone, lookups, got)
+    tables = {"timeline": timeline(p, ring, gone, lookups, got), "repairs": repairs(gone, got)}
+    return Outcome(tables, {"crashes": len(gone.crashes), "leaves": len(gone.leaves),
+                            "lookups": len(lookups), "passes": got.passes,
                             "messages": dict(got.messages), "checked": p.check})
 
 
-def _check(p: PastryTimedParams, run: Run, ring: Ring, crashes: dict[int, float], lookups: pd.DataFrame,
+def _check(p: PastryTimedParams, run: Run, ring: Ring, gone: Departures, lookups: pd.DataFrame,
            got: timed.TimedRun) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
@@ -92,7 +113,7 @@ def _check(p: PastryTimedParams, run: Run, ring: Ring, crashes: dict[int, float]
     asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms)
-    ref = TimedPastry(ring, link, params, phase).run(crashes, asked, 1000.0 * p.duration_s)
+    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, 1000.0 * p.duration_s, gone.leaves)
     differ = _differences(got, ref, 1000.0 * p.bin_s)
     if differ:
         raise RuntimeError(f"the sequential reference differs from the Spark run in: {', '.join(differ)}")
@@ -124,19 +145,19 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
     return differ
 
 
-def timeline(p: PastryTimedParams, ring: Ring, crashes: dict[int, float], lookups: pd.DataFrame,
+def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame,
              got: timed.TimedRun) -> pd.DataFrame:
     """One row per bin: members, the lookups issued in it by outcome, and the messages sent in it."""
     width, until = 1000.0 * p.bin_s, 1000.0 * p.duration_s
     starts = got.maintenance.t_ms.to_numpy(np.float64)
     ends = np.minimum(starts + width, until)
-    crash = timed.Crashes.of(crashes).at(np.arange(ring.n))
+    end = timed.Crashes.of(gone.times).at(np.arange(ring.n))
     # node-seconds alive in each bin, for the rates per node and second
-    alive_s = np.array([(np.clip(crash, a, b) - a).sum() for a, b in zip(starts, ends)]) / 1000.0
-    rows = pd.DataFrame({"time_s": starts / 1000.0,
-                         "members": [int((crash > b).sum()) for b in ends],
-                         "crashes": np.bincount(np.minimum((crash[crash < until] // width).astype(int),
-                                                           len(starts) - 1), minlength=len(starts))})
+    alive_s = np.array([(np.clip(end, a, b) - a).sum() for a, b in zip(starts, ends)]) / 1000.0
+    rows = pd.DataFrame({"time_s": starts / 1000.0, "members": [int((end > b).sum()) for b in ends]})
+    for name, times in (("crashes", gone.crashes), ("leaves", gone.leaves)):
+        at = np.fromiter(times.values(), np.float64, len(times)) // width
+        rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
         rows[f"{name}_msgs_per_node_s"] = got.maintenance[list(kinds)].sum(axis=1).to_numpy() / alive_s
@@ -167,20 +188,23 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
     return out
 
 
-def repairs(crashes: dict[int, float], got: timed.TimedRun) -> pd.DataFrame:
-    """One row per crash: who noticed it and when, and when the leaf sets that held it were whole again."""
+def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
+    """One row per departure: who noticed it and when, and when the leaf sets that held it were whole
+    again."""
     det, starts, fixed = (f.sort_values("t") for f in (got.detections, got.repair_starts, got.repairs))
     rows = []
-    for y, t_crash in sorted(crashes.items(), key=lambda kv: kv[1]):
+    for y, t_crash in sorted(gone.times.items(), key=lambda kv: kv[1]):
         seen = det[det.failed == y]
         held = starts[starts.failed == y].drop_duplicates("node")   # its leaf-set holders that declared it
         done = [_first_after(fixed, int(x), t) for x, t in zip(held.node, held.t)]
-        rows.append({"node": y, "crash_s": t_crash / 1000.0, "detectors": len(seen),
+        rows.append({"node": y, "left_s": t_crash / 1000.0, "graceful": y in gone.leaves,
+                     "detectors": len(seen),
                      "leaf_detectors": len(held), "detected_after_s": _after(seen.t.min(), t_crash),
                      "leaf_detected_after_s": _after(held.t.max(), t_crash),
                      "leaf_sets_repaired_after_s": _after(np.max(done), t_crash) if done else np.nan})
-    return pd.DataFrame(rows, columns=["node", "crash_s", "detectors", "leaf_detectors", "detected_after_s",
-                                       "leaf_detected_after_s", "leaf_sets_repaired_after_s"])
+    return pd.DataFrame(rows, columns=["node", "left_s", "graceful", "detectors", "leaf_detectors",
+                                       "detected_after_s", "leaf_detected_after_s",
+                                       "leaf_sets_repaired_after_s"])
 
 
 def _first_after(fixed: pd.DataFrame, x: int, t: float) -> float:
@@ -207,10 +231,20 @@ def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     with plots.figure(run.path("maintenance.png"), title, "time (s)", "messages per node per second") as ax:
         for name in (*KINDS, "maintenance"):
             ax.plot(t.time_s, t[f"{name}_msgs_per_node_s"], label=name.replace("_", " "))
-    with plots.figure(run.path("repairs.png"), title, "after the crash (s)", "share of the crashes") as ax:
-        for col in ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s"):
-            plots.cdf(ax, rep[col].dropna(), label=col.removesuffix("_s").replace("_", " "))
+    with plots.figure(run.path("repairs.png"), title, "after the departure (s)", "share") as ax:
+        for how, rows in (("crashes", rep[~rep.graceful]), ("leaves", rep[rep.graceful])):
+            for col in DELAYS if len(rows) else ():
+                plots.cdf(ax, rows[col].dropna(), label=f"{how}: {col.removesuffix('_s').replace('_', ' ')}")
     _summary(outcome, p, run)
+
+
+def _delays(rep: pd.DataFrame) -> pd.DataFrame:
+    """Count, mean, median and maximum of each delay of repairs.csv, for crashes and for leaves."""
+    out = []
+    for how, rows in (("crash", rep[~rep.graceful]), ("leave", rep[rep.graceful])):
+        stats = {c: (lambda v: [v.count(), v.mean(), v.median(), v.max()])(rows[c].dropna()) for c in DELAYS}
+        out.append(pd.DataFrame(stats).assign(statistic=["count", "mean", "median", "max"], departure=how))
+    return pd.concat(out)[["departure", "statistic", *DELAYS]]
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
@@ -223,7 +257,8 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     run.path("summary.md").write_text(
         f"# pastry_timed\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}) for "
         f"{p.duration_s:g} simulated seconds; {p.session} sessions of mean {p.mean_session_s:g} s{shape}: "
-        f"{notes['crashes']} nodes crash and stay down (no joins or recoveries). Keep-alive every "
+        f"{notes['crashes']} nodes crash and {notes['leaves']} leave gracefully (share {p.leave_share:g}), "
+        "and stay down (no joins or recoveries). Keep-alive every "
         f"{p.keepalive_s:g} s, failure timeout {p.failure_timeout_s:g} s, retransmission timeout "
         f"{p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; {notes['lookups']:,} lookups "
         f"({p.lookups_per_node_s:g} per node per second), lost after {p.lookup_timeout_s:g} s; "
@@ -233,7 +268,6 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
         "key at delivery. Lookups still in flight at the end count in no share. Messages are binned by "
         "sending time; per node and second of node life.\n\n"
         f"Messages in all: {', '.join(f'{k} {v:,}' for k, v in sorted(notes['messages'].items()))}.\n\n"
-        "## Crashes: detection and leaf-set repair (s after the crash)\n\n"
-        + plots.markdown_table(rep.drop(columns="node").describe().loc[["count", "mean", "50%", "max"]]
-                               .reset_index(names="statistic"), ".3f")
+        "## Departures: detection and leaf-set repair (s after the departure)\n\n"
+        + plots.markdown_table(_delays(rep), ".3f")
         + "\n\n## Timeline\n\n" + plots.markdown_table(t, ".4f") + "\n")
