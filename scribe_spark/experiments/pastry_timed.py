@@ -191,30 +191,23 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     """One row per departure: who noticed it and when, and when the leaf sets that held it were whole
     again."""
-    det, starts, fixed = (f.sort_values("t") for f in (got.detections, got.repair_starts, got.repairs))
-    rows = []
-    for y, t_crash in sorted(gone.times.items(), key=lambda kv: kv[1]):
-        seen = det[det.failed == y]
-        held = starts[starts.failed == y].drop_duplicates("node")   # its leaf-set holders that declared it
-        done = [_first_after(fixed, int(x), t) for x, t in zip(held.node, held.t)]
-        rows.append({"node": y, "left_s": t_crash / 1000.0, "graceful": y in gone.leaves,
-                     "detectors": len(seen),
-                     "leaf_detectors": len(held), "detected_after_s": _after(seen.t.min(), t_crash),
-                     "leaf_detected_after_s": _after(held.t.max(), t_crash),
-                     "leaf_sets_repaired_after_s": _after(np.max(done), t_crash) if done else np.nan})
-    return pd.DataFrame(rows, columns=["node", "left_s", "graceful", "detectors", "leaf_detectors",
-                                       "detected_after_s", "leaf_detected_after_s",
-                                       "leaf_sets_repaired_after_s"])
-
-
-def _first_after(fixed: pd.DataFrame, x: int, t: float) -> float:
-    """The first leaf-set merge at x at or after t (nan if none before the end)."""
-    at = fixed.t[(fixed.node == x) & (fixed.t >= t)]
-    return float(at.iat[0]) if len(at) else np.nan
-
-
-def _after(t: float, t_crash: float) -> float:
-    return (t - t_crash) / 1000.0 if np.isfinite(t) else np.nan
+    left = pd.Series(gone.times, name="t_left", dtype=np.float64).rename_axis("node").sort_values()
+    seen = got.detections.groupby("failed").t.agg(["size", "min"])
+    # the leaf-set holders that declared it, each repaired by the first reply it merges after that
+    held = got.repair_starts.sort_values("t").drop_duplicates(["failed", "node"])
+    fixed = got.repairs.rename(columns={"t": "t_fixed"}).sort_values("t_fixed")
+    held = pd.merge_asof(held, fixed, left_on="t", right_on="t_fixed", by="node", direction="forward")
+    leaf = held.groupby("failed").agg(n=("node", "size"), last=("t", "max"),
+                                      fixed=("t_fixed", lambda v: v.max(skipna=False)))
+    out = pd.DataFrame({"node": left.index.to_numpy(np.int64), "left_s": left.to_numpy() / 1000.0,
+                        "graceful": [v in gone.leaves for v in left.index]})
+    t0 = left.to_numpy()
+    out["detectors"] = seen["size"].reindex(left.index, fill_value=0).to_numpy()
+    out["leaf_detectors"] = leaf.n.reindex(left.index, fill_value=0).to_numpy()
+    out["detected_after_s"] = (seen["min"].reindex(left.index).to_numpy() - t0) / 1000.0
+    out["leaf_detected_after_s"] = (leaf["last"].reindex(left.index).to_numpy() - t0) / 1000.0
+    out["leaf_sets_repaired_after_s"] = (leaf.fixed.reindex(left.index).to_numpy() - t0) / 1000.0
+    return out
 
 
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
