@@ -700,8 +700,9 @@ class PastryTimedParams(AnyProximity):
     bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     session: str = knob("exponential", "session-time law: exponential, weibull or pareto; a session that "
                                        "ends within duration_s ends in a crash", choices=sessions.LAWS)
-    mean_session_s: float = knob(3600.0, "mean session time (each node draws what remains of a session "
-                                         "under way)", unit="s", lo=0.0, hi=1e9, lo_open=True)
+    mean_session_s: tuple[float, ...] = knob((3600.0,), "mean session times, one sweep point each (each node "
+                                                        "draws what remains of a session under way)",
+                                             unit="s", lo=0.0, hi=1e9, lo_open=True, min_items=1)
     weibull_shape: float = knob(1.0, "Weibull shape k (1 = exponential)", lo=0.05, hi=100.0,
                                 only_with=("session", "weibull"))
     pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean)", lo=1.0, hi=100.0,
@@ -711,8 +712,9 @@ class PastryTimedParams(AnyProximity):
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)
-    keepalive_s: float = knob(30.0, "period of the leaf-set keep-alive probes", unit="s", lo=0.0,
-                              hi=TIME_MAX_S, lo_open=True)
+    keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
+                                                   "point each (with every mean_session_s)", unit="s",
+                                          lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)
     failure_timeout_s: float = knob(3.0, "a probe or leaf-set request unanswered this long declares its "
                                          "node failed", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     rto_ms: float = knob(500.0, "a forwarder learns that the node it sent a lookup to is dead this long "

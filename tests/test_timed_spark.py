@@ -31,6 +31,46 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     crashed, left = r[~r.graceful], r[r.graceful]
     assert (crashed.detected_after_s.dropna() <= 3.0 + 3.0).all()
     assert (left.detected_after_s <= 1.415 + 0.001).all() and (left.leaf_detectors > 0).all()
+    sweep = pd.read_csv(folder / "sweep.csv")
+    assert len(sweep) == 1 and int(sweep.lookups.iat[0]) == t.lookups.sum()
+    assert int(sweep.departures.iat[0]) == len(r) and (t.keepalive_s == 3.0).all()
+
+
+def test_every_sweep_point_draws_the_same_numbers():
+    """Common random numbers: the same lookups at every point, exponential session ends scaled by the mean."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments.pastry_timed import workload
+    p = plan("pastry_timed", ["--conf", "conf/tiny/pastry_timed.toml", "--out", "/tmp/unused"]).params
+    (short, asked), (long, again) = workload(p, 600.0), workload(p, 1200.0)
+    pd.testing.assert_frame_equal(asked, again)
+    assert long.times == {v: 2 * t for v, t in short.times.items() if 2 * t < 60_000.0} and long.times
+    assert all((v in long.leaves) == (v in short.leaves) for v in long.times)   # a node leaves at every point
+
+
+@pytest.mark.slow
+def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp_path):
+    """Two points (the tiny run's tables under two keep-alive periods): their lines, the sweep plots and
+    each point in the summary."""
+    from dataclasses import replace
+
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed
+    from scribe_spark.experiments.outputs import Outcome
+    from scribe_spark.experiments.run import Run
+    folder = tiny("pastry_timed")
+    p = plan("pastry_timed", ["--conf", "conf/tiny/pastry_timed.toml", "--out", "/tmp/unused"]).params
+    p = replace(p, keepalive_s=(3.0, 6.0))
+    tables = {name: pd.concat([pd.read_csv(folder / f"{name}.csv").assign(keepalive_s=k) for k in (3.0, 6.0)])
+              for name in ("timeline", "repairs", "sweep")}
+    note = {"mean_session_s": 600.0, "crashes": 4, "leaves": 4, "lookups": 591, "passes": 5, "messages": {}}
+    points = [{**note, "keepalive_s": k} for k in (3.0, 6.0)]
+    outcome = Outcome(tables, {"points": points, "checked": True})
+    pastry_timed.report(outcome, p, Run("pastry_timed", p, tmp_path))
+    for png in ("lookups", "latency", "maintenance", "repairs", "sweep_failures", "sweep_latency",
+                "sweep_maintenance"):
+        assert (tmp_path / f"{png}.png").stat().st_size > 0, png
+    summary = (tmp_path / "summary.md").read_text()
+    assert "keep-alive 3 s: 4 crash" in summary and "keep-alive 6 s: 4 crash" in summary
 
 
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):
@@ -60,3 +100,18 @@ def test_timers_refuse_what_breaks_causality():
     """A zero hop cost would let an effect happen at its cause's time: refused."""
     with pytest.raises(ValueError, match="proc_ms must be positive"):
         timed.Timers(1000.0, 1000.0, 500.0, 0.0, 20_000.0)
+
+
+def test_a_run_without_departures_or_lookups_has_empty_tables_not_errors(spark):
+    """No departure: repairs.csv and its statistics have no rows; no lookup: the lookups frame is empty."""
+    from scribe_spark.experiments.pastry_timed import Departures, _delays, repairs
+    from tests.helpers import small_ring
+
+    class Run:   # the parts of a TimedRun the tables read
+        detections = pd.DataFrame({"failed": [], "detector": [], "t": []}).astype(float)
+        repair_starts = pd.DataFrame({"node": [], "failed": [], "asked": [], "t": []}).astype(float)
+        repairs = pd.DataFrame({"node": [], "t": []}).astype(float)
+    rep = repairs(Departures({}, {}), Run).assign(mean_session_s=600.0, keepalive_s=3.0)
+    assert rep.empty and rep.graceful.dtype == bool and _delays(rep).empty
+    none = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
+    assert timed._lookup_frame(spark, small_ring(30), none).count() == 0

@@ -285,8 +285,10 @@ CHURN = {t.name: t for t in (
 )}
 
 PASTRY_TIMED = {t.name: t for t in (
-    table("timeline", "one row per bin of bin_s simulated seconds: members, lookups issued in the bin by "
-                      "outcome, and maintenance messages sent in it",
+    table("timeline", "one row per sweep point and bin of bin_s simulated seconds: members, lookups issued "
+                      "in the bin by outcome, and maintenance messages sent in it",
+          ("mean_session_s", "s", "the sweep point's mean session time"),
+          ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("time_s", "s", "simulated time at the start of the bin"),
           ("members", "", "live nodes at the end of the bin"),
           ("crashes", "", "nodes that crashed in the bin"),
@@ -314,8 +316,11 @@ PASTRY_TIMED = {t.name: t for t in (
                                            "node), per live node and second"),
           ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the three above) per live node "
                                                  "and second")),
-    table("repairs", "one row per departure (crash or graceful leave): when its leaf-set neighbours noticed "
-                     "it, and when their leaf sets were repaired (empty: not before the end)",
+    table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
+                     "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
+                     "end)",
+          ("mean_session_s", "s", "the sweep point's mean session time"),
+          ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("node", "", "the node that crashed or left"),
           ("left_s", "s", "simulated time of the crash or leave"),
           ("graceful", "", "True for a graceful leave, False for a crash"),
@@ -327,6 +332,22 @@ PASTRY_TIMED = {t.name: t for t in (
                                          "holder"),
           ("leaf_sets_repaired_after_s", "s", "time from the departure until every leaf-set holder that "
                                               "declared it had merged a leaf-set reply after declaring it")),
+    table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the whole run",
+          ("mean_session_s", "s", "mean session time"),
+          ("keepalive_s", "s", "keep-alive period"),
+          ("departures", "", "nodes that crashed or left"),
+          ("lookups", "", "lookups issued (by a live node)"),
+          ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key"),
+          ("lookup_wrong", "share", "delivered to another node"),
+          ("lookup_lost", "share", "lost (as in timeline.csv)"),
+          ("lookup_latency_ms_mean", "ms", "mean latency of the delivered lookups"),
+          ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
+          ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
+          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set repair and leave messages per live "
+                                                 "node and second"),
+          ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
+          ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "
+                                               "held it (crashes repaired before the end)")),
 )}
 
 TNO_TIMESTAMP_SIZE = {t.name: t for t in (

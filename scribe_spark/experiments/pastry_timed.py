@@ -17,6 +17,7 @@ it was noticed and when the leaf sets that held it were repaired).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -39,6 +40,9 @@ from scribe_spark.workloads.network import make_ring, shared_network
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
          "leave": ("leave",)}
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
+# timeline.csv's columns that sweep.csv gives for the whole run
+WHOLE_RUN = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms_mean",
+             "lookup_latency_ms_p99", "timeouts_per_lookup")
 
 
 @dataclass(frozen=True)
@@ -54,19 +58,36 @@ class Departures:
         return {**self.crashes, **self.leaves}
 
 
-def timers(p: PastryTimedParams) -> timed.Timers:
-    """The protocol's timers, in ms."""
-    return timed.Timers(keepalive_ms=1000.0 * p.keepalive_s, failure_timeout_ms=1000.0 * p.failure_timeout_s,
+@dataclass(frozen=True)
+class Point:
+    """One sweep point: a mean session time and a keep-alive period (s)."""
+
+    mean_session_s: float
+    keepalive_s: float
+
+    @property
+    def label(self) -> str:
+        return f"mean_session_s={self.mean_session_s:g} keepalive_s={self.keepalive_s:g}"
+
+
+def timers(p: PastryTimedParams, at: Point) -> timed.Timers:
+    """The protocol's timers at a sweep point, in ms."""
+    return timed.Timers(keepalive_ms=1000.0 * at.keepalive_s, failure_timeout_ms=1000.0 * p.failure_timeout_s,
                         rto_ms=p.rto_ms, proc_ms=p.hop_ms, lookup_timeout_ms=1000.0 * p.lookup_timeout_s)
 
 
-def workload(p: PastryTimedParams, rng: np.random.Generator) -> tuple[Departures, pd.DataFrame]:
-    """The departures and the lookups (t_issue, src, key_hi, key_lo), from the seed."""
+def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, pd.DataFrame]:
+    """The departures and the lookups (t_issue, src, key_hi, key_lo), from the seed.
+
+    The draws do not depend on the sweep point: every point sees the same uniform draws (common random
+    numbers), the session ends scaled by its mean, the same lookups.
+    """
+    rng = stream(p.seed, Purpose.CHURN, p.nodes)
     shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
-    ends = 1000.0 * SessionLaw(p.session, p.mean_session_s, shape).residuals(rng, p.nodes)
+    ends = 1000.0 * SessionLaw(p.session, mean_session_s, shape).residuals(rng, p.nodes)
     until = 1000.0 * p.duration_s
     going = np.flatnonzero(ends < until)
-    graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(len(going)) < p.leave_share
+    graceful = (stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share)[going]   # per node
     gone = Departures({int(v): float(ends[v]) for v in going[~graceful]},
                       {int(v): float(ends[v]) for v in going[graceful]})
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
@@ -77,34 +98,49 @@ def workload(p: PastryTimedParams, rng: np.random.Generator) -> tuple[Departures
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
-    """Run the timed protocol; bin its lookups and messages; time each crash's detection and repair."""
+    """Run the timed protocol at every sweep point; per point its timeline, repairs and one sweep row."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
-    gone, lookups = workload(p, stream(p.seed, Purpose.CHURN, p.nodes))
     t0 = time.time()
-    overlay = build_overlay(spark, ring, seed=p.seed)
-    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s); within {p.duration_s:g} s "
-            f"{len(gone.crashes)} crash and {len(gone.leaves)} leave; {len(lookups):,} lookups")
-    got = timed.simulate(overlay, gone.crashes, lookups, timers(p), 1000.0 * p.duration_s, seed=p.seed,
-                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves)
+    overlay = build_overlay(spark, ring, seed=p.seed)   # every point starts from the same converged state
+    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s)")
+    points = [Point(m, k) for m in p.mean_session_s for k in p.keepalive_s]
+    done = [run.point(at.label, lambda at=at: _point(p, run, ring, overlay, at)) for at in points]
     overlay.unpersist()
-    run.log(f"simulated in {got.passes} passes ({time.time() - t0:.1f}s): {len(got.detections):,} "
-            f"detections, {len(got.repairs):,} leaf sets repaired")
+    tables = {name: pd.concat([d[name] for d in done], ignore_index=True)
+              for name in ("timeline", "repairs", "sweep")}
+    return Outcome(tables, {"points": [d["notes"] for d in done], "checked": p.check})
+
+
+def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> dict:
+    """One sweep point: simulate, check against the reference, and tabulate."""
+    t0 = time.time()
+    gone, lookups = workload(p, at.mean_session_s)
+    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave; "
+            f"{len(lookups):,} lookups")
+    got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
+                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves)
+    run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
+            f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired")
     if p.check:
-        _check(p, run, ring, gone, lookups, got)
-    tables = {"timeline": timeline(p, ring, gone, lookups, got), "repairs": repairs(gone, got)}
-    return Outcome(tables, {"crashes": len(gone.crashes), "leaves": len(gone.leaves),
-                            "lookups": len(lookups), "passes": got.passes,
-                            "messages": dict(got.messages), "checked": p.check})
+        _check(p, at, run, ring, gone, lookups, got)
+    keys = {"mean_session_s": at.mean_session_s, "keepalive_s": at.keepalive_s}
+    line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
+    notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "lookups": len(lookups),
+             "passes": got.passes, "messages": dict(got.messages)}
+    return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
+            "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
+            "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep)}]),
+            "notes": notes}
 
 
-def _check(p: PastryTimedParams, run: Run, ring: Ring, gone: Departures, lookups: pd.DataFrame,
+def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, lookups: pd.DataFrame,
            got: timed.TimedRun) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
     t0 = time.time()
-    tm = timers(p)
+    tm = timers(p, at)
 
     def link(u: int, v: int) -> float:
         return float(ring.prox.dist([u], [v])[0])
@@ -116,14 +152,15 @@ def _check(p: PastryTimedParams, run: Run, ring: Ring, gone: Departures, lookups
     ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, 1000.0 * p.duration_s, gone.leaves)
     differ = _differences(got, ref, 1000.0 * p.bin_s)
     if differ:
-        raise RuntimeError(f"the sequential reference differs from the Spark run in: {', '.join(differ)}")
-    run.log(f"the sequential reference gives the same lookups, detections, repairs and messages "
+        raise RuntimeError(f"{at.label}: the sequential reference differs from the Spark run in: "
+                           f"{', '.join(differ)}")
+    run.log(f"{at.label}: the sequential reference gives the same lookups, detections, repairs and messages "
             f"({time.time() - t0:.1f}s)")
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
     """What differs between the Spark run and the reference's result (empty: nothing)."""
-    want = pd.DataFrame(ref.lookups)
+    want = pd.DataFrame(ref.lookups, columns=["outcome", "dest", "hops", "timeouts", "latency_ms"])
     differ = [c for c in ("outcome", "dest", "hops", "timeouts")
               if got.lookups[c].tolist() != want[c].tolist()]
     if not np.array_equal(got.lookups.latency_ms.to_numpy(float), want.latency_ms.to_numpy(float),
@@ -165,6 +202,22 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     return rows
 
 
+def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
+              rep: pd.DataFrame) -> dict:
+    """A sweep point over the whole run: lookups by outcome, latency, maintenance per node and second,
+    and the mean delays from a crash to its detection and to its leaf sets' repair."""
+    whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
+    end = timed.Crashes.of(gone.times).at(np.arange(ring.n))
+    alive_s = np.minimum(end, 1000.0 * p.duration_s).sum() / 1000.0
+    sent = float(got.maintenance[list(timed.MAINTENANCE)].to_numpy().sum())
+    crashed = rep[~rep.graceful]
+    return {"departures": len(rep), "lookups": int(whole.lookups),
+            **{c: whole[c] for c in WHOLE_RUN},
+            "maintenance_msgs_per_node_s": sent / alive_s,
+            "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
+            "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
+
+
 def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: float, n: int,
                  hop_ms: float) -> pd.DataFrame:
     """Per bin of issue time: lookups issued, shares by outcome, latency, delay penalty, hops, timeouts."""
@@ -200,7 +253,7 @@ def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     leaf = held.groupby("failed").agg(n=("node", "size"), last=("t", "max"),
                                       fixed=("t_fixed", lambda v: v.max(skipna=False)))
     out = pd.DataFrame({"node": left.index.to_numpy(np.int64), "left_s": left.to_numpy() / 1000.0,
-                        "graceful": [v in gone.leaves for v in left.index]})
+                        "graceful": np.array([v in gone.leaves for v in left.index], dtype=bool)})
     t0 = left.to_numpy()
     out["detectors"] = seen["size"].reindex(left.index, fill_value=0).to_numpy()
     out["leaf_detectors"] = leaf.n.reindex(left.index, fill_value=0).to_numpy()
@@ -210,57 +263,99 @@ def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     return out
 
 
+KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
+
+
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
-    """Plot lookups, latency and maintenance over time, and the detection and repair delays; summarise."""
-    t, rep = outcome.tables["timeline"], outcome.tables["repairs"]
-    title = f"{p.nodes} nodes, mean session {p.mean_session_s:g} s, keep-alive {p.keepalive_s:g} s"
-    with plots.figure(run.path("lookups.png"), title, "time (s)", "share of the lookups issued") as ax:
-        for col, style in (("lookup_success", "-"), ("lookup_wrong", "--"), ("lookup_lost", ":")):
-            ax.plot(t.time_s, t[col], style, label=col.replace("_", " "))
-    with plots.figure(run.path("latency.png"), title, "time (s)", "lookup latency (ms)") as ax:
-        for col, style in (("lookup_latency_ms_mean", "-"), ("lookup_latency_ms_p50", "--"),
-                           ("lookup_latency_ms_p99", ":")):
-            ax.plot(t.time_s, t[col], style, label=col.rsplit("_", 1)[1])
-    with plots.figure(run.path("maintenance.png"), title, "time (s)", "messages per node per second") as ax:
-        for name in (*KINDS, "maintenance"):
-            ax.plot(t.time_s, t[f"{name}_msgs_per_node_s"], label=name.replace("_", " "))
+    """Plot each point's lookups, latency and maintenance over time and its delays, the sweep if there is
+    one; summarise."""
+    t, rep, sweep = (outcome.tables[name] for name in ("timeline", "repairs", "sweep"))
+    one = len(sweep) == 1
+    at = f", mean session {p.mean_session_s[0]:g} s, keep-alive {p.keepalive_s[0]:g} s"
+    title = f"{p.nodes} nodes" + (at if one else "")
+    series = [("lookups.png", "share of the lookups issued",
+               ["lookup_success", "lookup_wrong", "lookup_lost"] if one else ["lookup_success"]),
+              ("latency.png", "lookup latency (ms)", ["lookup_latency_ms_mean", "lookup_latency_ms_p50",
+                                                      "lookup_latency_ms_p99"] if one else
+               ["lookup_latency_ms_mean"]),
+              ("maintenance.png", "messages per node per second",
+               [f"{name}_msgs_per_node_s" for name in (*KINDS, "maintenance")] if one else
+               ["maintenance_msgs_per_node_s"])]
+    for png, ylabel, cols in series:
+        with plots.figure(run.path(png), title, "time (s)", ylabel) as ax:
+            for key, rows in t.groupby(KEYS, sort=False):
+                for col in cols:
+                    ax.plot(rows.time_s, rows[col], label=_label(col, key, one))
     with plots.figure(run.path("repairs.png"), title, "after the departure (s)", "share") as ax:
-        for how, rows in (("crashes", rep[~rep.graceful]), ("leaves", rep[rep.graceful])):
-            for col in DELAYS if len(rows) else ():
-                plots.cdf(ax, rows[col].dropna(), label=f"{how}: {col.removesuffix('_s').replace('_', ' ')}")
+        for key, rows in rep.groupby(KEYS, sort=False):
+            for how, part in (("crashes", rows[~rows.graceful]), ("leaves", rows[rows.graceful])):
+                for col in (DELAYS if one else DELAYS[2:]) if len(part) else ():
+                    plots.cdf(ax, part[col].dropna(), label=f"{how}: {_label(col, key, one)}")
+    if not one:
+        _sweep_plots(sweep, p, run)
     _summary(outcome, p, run)
 
 
+def _label(col: str, key: tuple, one: bool) -> str:
+    """A series' legend: the column in words, and the point when there are several."""
+    words = col.removesuffix("_s").removesuffix("_msgs_per_node").replace("_", " ")
+    return words if one else f"{words}, session {key[0]:g} s, keep-alive {key[1]:g} s"
+
+
+def _sweep_plots(sweep: pd.DataFrame, p: PastryTimedParams, run: Run) -> None:
+    """Lookup failures, latency and maintenance against the swept knob, one line per value of the other."""
+    x, by = ("keepalive_s", "mean_session_s") if len(p.keepalive_s) > 1 else ("mean_session_s", "keepalive_s")
+    failed = sweep.assign(lookup_failed=sweep.lookup_wrong + sweep.lookup_lost)
+    for png, col, ylabel in (("sweep_failures.png", "lookup_failed", "share of lookups wrong or lost"),
+                             ("sweep_latency.png", "lookup_latency_ms_p99", "99th percentile latency (ms)"),
+                             ("sweep_maintenance.png", "maintenance_msgs_per_node_s",
+                              "maintenance messages per node per second")):
+        with plots.figure(run.path(png), f"{p.nodes} nodes, {p.duration_s:g} s", x, ylabel) as ax:
+            for value, rows in failed.groupby(by, sort=False):
+                ax.plot(rows[x], rows[col], "-o", ms=3, label=f"{by} = {value:g}")
+
+
 def _delays(rep: pd.DataFrame) -> pd.DataFrame:
-    """Count, mean, median and maximum of each delay of repairs.csv, for crashes and for leaves."""
+    """Count, mean, median and maximum of each delay of repairs.csv, for crashes and for leaves, per point."""
     out = []
-    for how, rows in (("crash", rep[~rep.graceful]), ("leave", rep[rep.graceful])):
-        stats = {c: (lambda v: [v.count(), v.mean(), v.median(), v.max()])(rows[c].dropna()) for c in DELAYS}
-        out.append(pd.DataFrame(stats).assign(statistic=["count", "mean", "median", "max"], departure=how))
-    return pd.concat(out)[["departure", "statistic", *DELAYS]]
+    for key, part in rep.groupby(KEYS, sort=False):
+        for how, rows in (("crash", part[~part.graceful]), ("leave", part[part.graceful])):
+            stats = {c: (lambda v: [v.count(), v.mean(), v.median(), v.max()])(rows[c].dropna())
+                     for c in DELAYS}
+            out.append(pd.DataFrame(stats).assign(statistic=["count", "mean", "median", "max"], departure=how,
+                                                  **dict(zip(KEYS, key))))
+    columns = [*KEYS, "departure", "statistic", *DELAYS]
+    return pd.concat(out)[columns] if out else pd.DataFrame(columns=columns)   # no departures: no rows
+
+
+def _point_line(n: dict) -> str:
+    """A sweep point's line of the summary: its departures, passes and messages."""
+    sent = ", ".join(f"{k} {v:,}" for k, v in sorted(n["messages"].items()))
+    return (f"\n- {n['mean_session_s']:g} s sessions, keep-alive {n['keepalive_s']:g} s: "
+            f"{n['crashes']} crash, {n['leaves']} leave; {n['passes']} passes; messages {sent}")
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
-    t, rep, notes = outcome.tables["timeline"], outcome.tables["repairs"], outcome.notes
+    t, rep, sweep, notes = (outcome.tables["timeline"], outcome.tables["repairs"], outcome.tables["sweep"],
+                            outcome.notes)
     shape = {"weibull": f", shape {p.weibull_shape:g}",
              "pareto": f", shape {p.pareto_shape:g}"}.get(p.session, "")
     checked = ("The sequential reference simulation gave the same lookups, detections, repairs and message "
-               "counts." if notes["checked"] else
+               "counts at every point." if notes["checked"] else
                "Not checked against the sequential reference (check = false).")
+    points = "".join(_point_line(n) for n in notes["points"])
     run.path("summary.md").write_text(
         f"# pastry_timed\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}) for "
-        f"{p.duration_s:g} simulated seconds; {p.session} sessions of mean {p.mean_session_s:g} s{shape}: "
-        f"{notes['crashes']} nodes crash and {notes['leaves']} leave gracefully (share {p.leave_share:g}), "
-        "and stay down (no joins or recoveries). Keep-alive every "
-        f"{p.keepalive_s:g} s, failure timeout {p.failure_timeout_s:g} s, retransmission timeout "
-        f"{p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; {notes['lookups']:,} lookups "
-        f"({p.lookups_per_node_s:g} per node per second), lost after {p.lookup_timeout_s:g} s; "
-        f"seed {p.seed}. "
-        f"Fixed point reached in {notes['passes']} passes. {checked}\n\n"
+        f"{p.duration_s:g} simulated seconds; {p.session} sessions{shape}, a share {p.leave_share:g} of the "
+        "departures graceful leaves, the others crashes; nobody joins or recovers. Failure timeout "
+        f"{p.failure_timeout_s:g} s, retransmission timeout {p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; "
+        f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s; seed "
+        f"{p.seed}. Every point draws the same uniform numbers (session ends scaled by their mean, the same "
+        f"lookups). {checked}\n\nPoints:{points}\n\n"
         "Lookups are binned by issue time; success = delivered to the live node numerically closest to the "
         "key at delivery. Lookups still in flight at the end count in no share. Messages are binned by "
-        "sending time; per node and second of node life.\n\n"
-        f"Messages in all: {', '.join(f'{k} {v:,}' for k, v in sorted(notes['messages'].items()))}.\n\n"
-        "## Departures: detection and leaf-set repair (s after the departure)\n\n"
+        "sending time; per node and second of node life.\n\n## Sweep (whole run per point)\n\n"
+        + plots.markdown_table(sweep, ".4f")
+        + "\n\n## Departures: detection and leaf-set repair (s after the departure)\n\n"
         + plots.markdown_table(_delays(rep), ".3f")
         + "\n\n## Timeline\n\n" + plots.markdown_table(t, ".4f") + "\n")

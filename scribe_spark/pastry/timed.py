@@ -246,7 +246,7 @@ def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
         "key_hi": khi.view(np.int64), "key_lo": klo.view(np.int64),
         "at": src, "t": lookups.t_issue.to_numpy(np.float64),
         "hops": np.zeros(n, np.int32), "timeouts": np.zeros(n, np.int32),
-        "via": np.full(n, ISSUED, np.int32), "avoid": [[]] * n,
+        "via": np.full(n, ISSUED, np.int32), "avoid": pd.Series([[]] * n, dtype=object),
         "slot": kernels.table_slot(ring, khi, klo, src)[1].astype(np.int32)})
     return local_frame(spark, pa.Table.from_pandas(frame, schema=to_arrow_schema(LOOKUP_SCHEMA),
                                                    preserve_index=False), LOOKUP_SCHEMA)
