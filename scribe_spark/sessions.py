@@ -36,6 +36,12 @@ class SessionLaw:
         if self.kind == "weibull" and not self.shape > 0:
             raise ValueError(f"a Weibull session law needs shape > 0 (got {self.shape})")
 
+    @classmethod
+    def of(cls, p, mean_s: float) -> "SessionLaw":
+        """The law a job's parameters name: `session`, with `weibull_shape` or `pareto_shape` as it needs."""
+        shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
+        return cls(p.session, mean_s, shape)
+
     @property
     def scale(self) -> float:
         """The law's scale: the exponential mean, Weibull's lambda, Pareto's minimum x_m."""

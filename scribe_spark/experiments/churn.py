@@ -74,8 +74,7 @@ def churn_model(p: ChurnParams) -> LawChurn | TraceChurn:
     """The run's churn: a session law of mean `mean_session_s`, or the sessions of a trace."""
     if p.session == "trace":
         return TraceChurn(read_trace(p.trace), p.trace)
-    shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
-    return LawChurn(SessionLaw(p.session, p.mean_session_s, shape), p.nodes)
+    return LawChurn(SessionLaw.of(p, p.mean_session_s), p.nodes)
 
 
 def simulate(p: ChurnParams, run: Run) -> Outcome:

@@ -83,8 +83,7 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     numbers), the session ends scaled by its mean, the same lookups.
     """
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
-    shape = {"weibull": p.weibull_shape, "pareto": p.pareto_shape}.get(p.session, 1.0)
-    ends = 1000.0 * SessionLaw(p.session, mean_session_s, shape).residuals(rng, p.nodes)
+    ends = 1000.0 * SessionLaw.of(p, mean_session_s).residuals(rng, p.nodes)
     until = 1000.0 * p.duration_s
     going = np.flatnonzero(ends < until)
     graceful = (stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share)[going]   # per node
