@@ -699,7 +699,8 @@ class PastryTimedParams(AnyProximity):
     duration_s: float = knob(600.0, "simulated time", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     session: str = knob("exponential", "session-time law: exponential, weibull or pareto; a session that "
-                                       "ends within duration_s ends in a crash", choices=sessions.LAWS)
+                                       "ends within duration_s ends in a crash or a leave",
+                        choices=sessions.LAWS)
     mean_session_s: tuple[float, ...] = knob((3600.0,), "mean session times, one sweep point each (each node "
                                                         "draws what remains of a session under way)",
                                              unit="s", lo=0.0, hi=1e9, lo_open=True, min_items=1)

@@ -1,4 +1,4 @@
-"""Experiment pastry_timed: Pastry in simulated time while nodes crash, bin by bin.
+"""Experiment pastry_timed: Pastry in simulated time while nodes crash or leave, bin by bin.
 
 `nodes` members start converged. Each draws what remains of a session under way from `session`'s
 law (mean `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a
@@ -11,9 +11,11 @@ a dead node learning it `rto_ms` later (`pastry.timed`, docs/model.md, "Simulate
 `check = true` the sequential reference simulation runs on the same inputs and the run stops if
 any lookup, detection, repair or message count differs.
 
-Tables: `timeline.csv` (one row per bin of `bin_s`: members, lookups by outcome, latency, hops,
-timeouts, maintenance messages per node and second) and `repairs.csv` (one row per crash: when
-it was noticed and when the leaf sets that held it were repaired).
+`mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same
+converged state with the same draws. Tables: `timeline.csv` (one row per point and bin of `bin_s`:
+members, lookups by outcome, latency, hops, timeouts, maintenance messages per node and second),
+`repairs.csv` (one row per point and departure: when it was noticed and when the leaf sets that
+held it were repaired) and `sweep.csv` (one row per point, over the whole run).
 """
 from __future__ import annotations
 

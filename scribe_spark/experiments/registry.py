@@ -53,7 +53,7 @@ JOBS: dict[str, Job] = {j.name: j for j in (
     _job("churn", config.ChurnParams,
          "churn run: continuous joins and leaves while lookups and Scribe events go on"),
     _job("pastry_timed", config.PastryTimedParams,
-         "Pastry in simulated time: crashes, keep-alive detection, leaf-set repair, lookups per bin"),
+         "Pastry in simulated time: crashes and leaves, failure detection, leaf-set repair, lookups per bin"),
     _job("tno_timestamp_size", config.TnoSizeParams, "T1: TNO timestamp size vs subscriptions"),
     _job("tno_sequencer", config.TnoSequencerParams,
          "T2: TNO sequencer latency, throughput and inter-server bandwidth"),

@@ -6,8 +6,8 @@ member of its leaf set, each of which declares it failed on the notice's arrival
 u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms
 (k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes every member of its leaf set, and
 a member whose reply has not come back failure_timeout_ms after the tick, and that is still in x's
-leaf set then, is declared failed. Declaring y failed at x
-(once per pair) drops y from x's leaf set, routing table and neighbourhood set; if y was in the
+leaf set then, is declared failed. Declaring y failed at x (once per pair) drops y from x's leaf
+set, routing table and neighbourhood set; if y was in the
 leaf set, x asks the farthest member z of that side (else of the other side) for its leaf set,
 merges the reply (its leaf set, the reply and z, without the nodes it knows dead: the L/2 nearest
 of each side) when it arrives, and declares z failed if no reply came back failure_timeout_ms after
@@ -504,7 +504,8 @@ def _leave_notices(ctx: _Context, versions: DataFrame) -> DataFrame:
     the notice's arrival."""
     ring_bc, proc = ctx.ring_bc, ctx.timers.proc_ms
     conv = ctx.overlay.state.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
-    read = bsp.as_of(ctx.leavers, "y", "t", versions).join(conv, "y")
+    leaving = ctx.leavers.filter(F.col("t") < ctx.until)   # nothing at or after the end happens
+    read = bsp.as_of(leaving, "y", "t", versions).join(conv, "y")
     told = read.select("y", "t", F.posexplode(F.coalesce("vleaf", "conv")).alias("ord", "x"))
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
