@@ -7,6 +7,9 @@ from pyspark.sql import functions as F
 
 from scribe_spark import bsp
 from scribe_spark.pastry import timed
+from tests.helpers import ROOT, small_ring
+
+TINY = ROOT / "conf" / "tiny" / "pastry_timed.toml"
 
 
 @pytest.mark.slow
@@ -36,11 +39,11 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     assert int(sweep.departures.iat[0]) == len(r) and (t.keepalive_s == 3.0).all()
 
 
-def test_every_sweep_point_draws_the_same_numbers():
+def test_every_sweep_point_draws_the_same_numbers(tmp_path):
     """Common random numbers: the same lookups at every point, exponential session ends scaled by the mean."""
     from scribe_spark.cli.job import plan
     from scribe_spark.experiments.pastry_timed import workload
-    p = plan("pastry_timed", ["--conf", "conf/tiny/pastry_timed.toml", "--out", "/tmp/unused"]).params
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
     (short, asked), (long, again) = workload(p, 600.0), workload(p, 1200.0)
     pd.testing.assert_frame_equal(asked, again)
     assert long.times == {v: 2 * t for v, t in short.times.items() if 2 * t < 60_000.0} and long.times
@@ -58,7 +61,7 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
     from scribe_spark.experiments.outputs import Outcome
     from scribe_spark.experiments.run import Run
     folder = tiny("pastry_timed")
-    p = plan("pastry_timed", ["--conf", "conf/tiny/pastry_timed.toml", "--out", "/tmp/unused"]).params
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
     p = replace(p, keepalive_s=(3.0, 6.0))
     tables = {name: pd.concat([pd.read_csv(folder / f"{name}.csv").assign(keepalive_s=k) for k in (3.0, 6.0)])
               for name in ("timeline", "repairs", "sweep")}
@@ -105,7 +108,6 @@ def test_timers_refuse_what_breaks_causality():
 def test_a_run_without_departures_or_lookups_has_empty_tables_not_errors(spark):
     """No departure: repairs.csv and its statistics have no rows; no lookup: the lookups frame is empty."""
     from scribe_spark.experiments.pastry_timed import Departures, _delays, repairs
-    from tests.helpers import small_ring
 
     class Run:   # the parts of a TimedRun the tables read
         detections = pd.DataFrame({"failed": [], "detector": [], "t": []}).astype(float)
