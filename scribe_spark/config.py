@@ -22,7 +22,7 @@ from scribe_spark.topology import LAN_DELAY_MS, MODELS, PLANE_SIZE, load_matrix
 DELAY_MAX_MS = 100_000.0   # one link or one matrix entry: beyond 100 s a delay is a unit mistake
 TIME_MAX_MS = 3.6e9        # any duration in ms: a thousand hours
 TIME_MAX_S = TIME_MAX_MS / 1000.0
-REFERENCE_NODES_MAX = 20_000   # pastry_timed's check: the sequential reference takes minutes at 10,000 nodes
+REFERENCE_NODES_MAX = 20_000   # pastry_timed: the sequential reference runs one event at a time
 RATE_MAX = 10_000_000.0    # events per second
 PARTITIONS_MAX = 10_000    # Spark tasks per superstep: more cost more in start-up than they gain
 TNO_TOPICS_MAX = 10_000_000
@@ -693,7 +693,7 @@ def max_delay_ms(p: AnyProximity) -> float:
 
 @dataclass(frozen=True)
 class PastryTimedParams(AnyProximity):
-    """Pastry in simulated time: crashes at session ends, keep-alives, leaf-set repair, lookups per bin."""
+    """Pastry in simulated time: crashes and leaves at session ends, keep-alives, repair, lookups per bin."""
 
     nodes: int = node_counts(1000, "members at the start (all converged)")
     duration_s: float = knob(600.0, "simulated time", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)

@@ -30,7 +30,7 @@ class Purpose:
     GROWTH = 12              # overlay = joined: the order in which nodes join (P1/P2, S1/S2)
     MEMBERS = 13             # S1/S2: each topic's subscribers per chunk of nodes (scope: topic[, chunk])
     FORGED = 14              # S1/S2: requests with forged credentials (scope: block)
-    LEAVES = 15              # churn: which departures are graceful leaves (scope: epoch)
+    LEAVES = 15              # churn, pastry_timed: who leaves gracefully (scope: epoch; nodes)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -1,6 +1,7 @@
 """Pastry in simulated time on Spark against the sequential discrete-event reference, event for event."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
@@ -117,3 +118,21 @@ def test_a_run_without_departures_or_lookups_has_empty_tables_not_errors(spark):
     assert rep.empty and rep.graceful.dtype == bool and _delays(rep).empty
     none = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
     assert timed._lookup_frame(spark, small_ring(30), none).count() == 0
+
+
+def test_probes_are_binned_the_same_a_few_rows_at_a_time(monkeypatch):
+    """The ticks expanded a chunk of rows at a time give the counts of one expansion, and their sum is
+    the closed form's single bin."""
+    ring = small_ring(60, leaf=8)
+    tm = timed.Timers(1000.0, 1000.0, 500.0, 1.0, 20_000.0)
+    crash = timed.Crashes.of({3: 2500.0, 17: 7000.0})
+    members = timed.kernels.leaf_sets(ring, np.arange(60))
+    df = pd.DataFrame({"x": np.repeat(np.arange(60), 8), "y": np.concatenate(members),
+                       "t_from": -np.inf, "t_to": np.inf})
+    args = (ring, crash, tm, 5, 9000.0)
+    whole = timed._probes_answered(*args, timed._Bins(9000.0, 700.0), df)
+    monkeypatch.setattr(timed, "TICKS_AT_ONCE", 37)
+    chunked = timed._probes_answered(*args, timed._Bins(9000.0, 700.0), df)
+    one = timed._probes_answered(*args, timed._Bins(9000.0, None), df)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, chunked)) and len(whole[0]) == 13
+    assert [int(c.sum()) for c in whole] == [int(c[0]) for c in one] and whole[1].sum() < whole[0].sum()

@@ -41,6 +41,7 @@ from scribe_spark.workloads.network import make_ring, shared_network
 
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
          "leave": ("leave",)}
+KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
 # timeline.csv's columns that sweep.csv gives for the whole run
 WHOLE_RUN = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms_mean",
@@ -69,7 +70,8 @@ class Point:
 
     @property
     def label(self) -> str:
-        return f"mean_session_s={self.mean_session_s:g} keepalive_s={self.keepalive_s:g}"
+        """The point's name in progress lines and saved points: exact, so that no two points share one."""
+        return f"mean_session_s={self.mean_session_s!r} keepalive_s={self.keepalive_s!r}"
 
 
 def timers(p: PastryTimedParams, at: Point) -> timed.Timers:
@@ -126,7 +128,7 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired")
     if p.check:
         _check(p, at, run, ring, gone, lookups, got)
-    keys = {"mean_session_s": at.mean_session_s, "keepalive_s": at.keepalive_s}
+    keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
     notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "lookups": len(lookups),
              "passes": got.passes, "messages": dict(got.messages)}
@@ -189,24 +191,33 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     width, until = 1000.0 * p.bin_s, 1000.0 * p.duration_s
     starts = got.maintenance.t_ms.to_numpy(np.float64)
     ends = np.minimum(starts + width, until)
-    end = timed.Crashes.of(gone.times).at(np.arange(ring.n))
-    # node-seconds alive in each bin, for the rates per node and second
-    alive_s = np.array([(np.clip(end, a, b) - a).sum() for a, b in zip(starts, ends)]) / 1000.0
-    rows = pd.DataFrame({"time_s": starts / 1000.0, "members": [int((end > b).sum()) for b in ends]})
+    alive_s, members = _alive(ring.n, gone, starts, ends)
+    rows = pd.DataFrame({"time_s": starts / 1000.0, "members": members})
     for name, times in (("crashes", gone.crashes), ("leaves", gone.leaves)):
         at = np.fromiter(times.values(), np.float64, len(times)) // width
         rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
-        rows[f"{name}_msgs_per_node_s"] = got.maintenance[list(kinds)].sum(axis=1).to_numpy() / alive_s
+        sent = got.maintenance[list(kinds)].sum(axis=1).to_numpy(np.float64)
+        rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
+                                                    where=alive_s > 0)   # no node alive: no rate
     rows["maintenance_msgs_per_node_s"] = sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
     return rows
 
 
+def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin [start, end): the node-seconds lived in it, and the nodes alive at its end."""
+    t = np.sort(np.fromiter(gone.times.values(), np.float64, len(gone.times)))
+    before = np.r_[0.0, np.cumsum(t)]   # sums of the first k departure times
+    i, j = np.searchsorted(t, starts, "right"), np.searchsorted(t, ends, "left")
+    stay = n - len(t)   # the nodes that never leave
+    lived = (before[j] - before[i]) - (j - i) * starts + (stay + len(t) - j) * (ends - starts)
+    return lived / 1000.0, stay + len(t) - np.searchsorted(t, ends, "right")
+
+
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
               rep: pd.DataFrame) -> dict:
-    """A sweep point over the whole run: lookups by outcome, latency, maintenance per node and second,
-    and the mean delays from a crash to its detection and to its leaf sets' repair."""
+    """A sweep point over the whole run: lookups, maintenance per node and second, crash delays."""
     whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
     end = timed.Crashes.of(gone.times).at(np.arange(ring.n))
     alive_s = np.minimum(end, 1000.0 * p.duration_s).sum() / 1000.0
@@ -243,14 +254,14 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 
 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
-    """One row per departure: who noticed it and when, and when the leaf sets that held it were whole
-    again."""
+    """One row per departure: who noticed it and when, and when the leaf sets that held it were whole."""
     left = pd.Series(gone.times, name="t_left", dtype=np.float64).rename_axis("node").sort_values()
     seen = got.detections.groupby("failed").t.agg(["size", "min"])
     # the leaf-set holders that declared it, each repaired by the first reply it merges after that
     held = got.repair_starts.sort_values("t").drop_duplicates(["failed", "node"])
     fixed = got.repairs.rename(columns={"t": "t_fixed"}).sort_values("t_fixed")
-    held = pd.merge_asof(held, fixed, left_on="t", right_on="t_fixed", by="node", direction="forward")
+    held = pd.merge_asof(held, fixed, left_on="t", right_on="t_fixed", by="node", direction="forward",
+                         allow_exact_matches=False)   # a merge at the declaration's time came before it
     leaf = held.groupby("failed").agg(n=("node", "size"), last=("t", "max"),
                                       fixed=("t_fixed", lambda v: v.max(skipna=False)))
     out = pd.DataFrame({"node": left.index.to_numpy(np.int64), "left_s": left.to_numpy() / 1000.0,
@@ -264,12 +275,8 @@ def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     return out
 
 
-KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
-
-
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
-    """Plot each point's lookups, latency and maintenance over time and its delays, the sweep if there is
-    one; summarise."""
+    """Plot each point's lookups, latency, maintenance and delays, and the sweep if any; summarise."""
     t, rep, sweep = (outcome.tables[name] for name in ("timeline", "repairs", "sweep"))
     one = len(sweep) == 1
     at = f", mean session {p.mean_session_s[0]:g} s, keep-alive {p.keepalive_s[0]:g} s"
@@ -316,13 +323,17 @@ def _sweep_plots(sweep: pd.DataFrame, p: PastryTimedParams, run: Run) -> None:
                 ax.plot(rows[x], rows[col], "-o", ms=3, label=f"{by} = {value:g}")
 
 
+def _stats(v: pd.Series) -> list[float]:
+    """Count, mean, median and maximum (nan when empty, with no warning)."""
+    return [v.count(), v.mean(), v.median(), v.max()]
+
+
 def _delays(rep: pd.DataFrame) -> pd.DataFrame:
     """Count, mean, median and maximum of each delay of repairs.csv, for crashes and for leaves, per point."""
     out = []
     for key, part in rep.groupby(KEYS, sort=False):
         for how, rows in (("crash", part[~part.graceful]), ("leave", part[part.graceful])):
-            stats = {c: (lambda v: [v.count(), v.mean(), v.median(), v.max()])(rows[c].dropna())
-                     for c in DELAYS}
+            stats = {c: _stats(rows[c].dropna()) for c in DELAYS}
             out.append(pd.DataFrame(stats).assign(statistic=["count", "mean", "median", "max"], departure=how,
                                                   **dict(zip(KEYS, key))))
     columns = [*KEYS, "departure", "statistic", *DELAYS]
@@ -337,6 +348,7 @@ def _point_line(n: dict) -> str:
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
+    """Write summary.md: the setup, each point, the sweep, the delays' statistics and the timeline."""
     t, rep, sweep, notes = (outcome.tables["timeline"], outcome.tables["repairs"], outcome.tables["sweep"],
                             outcome.notes)
     shape = {"weibull": f", shape {p.weibull_shape:g}",
