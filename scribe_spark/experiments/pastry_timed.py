@@ -141,24 +141,33 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
 def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, lookups: pd.DataFrame,
            got: timed.TimedRun) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
-    from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
     t0 = time.time()
-    tm = timers(p, at)
-
-    def link(u: int, v: int) -> float:
-        return float(ring.prox.dist([u], [v])[0])
-    phase = timed.keepalive_phase(np.arange(ring.n), p.seed, tm.keepalive_ms)
-    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
-    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
-    params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
-                         rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms)
-    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, 1000.0 * p.duration_s, gone.leaves)
-    differ = _differences(got, ref, 1000.0 * p.bin_s)
+    differ = reference_differences(ring, timers(p, at), p.seed, gone, lookups, 1000.0 * p.duration_s,
+                                   1000.0 * p.bin_s, got)
     if differ:
         raise RuntimeError(f"{at.label}: the sequential reference differs from the Spark run in: "
                            f"{', '.join(differ)}")
     run.log(f"{at.label}: the sequential reference gives the same lookups, detections, repairs and messages "
             f"({time.time() - t0:.1f}s)")
+
+
+def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, lookups: pd.DataFrame,
+                          until: float, width: float, got: timed.TimedRun) -> list[str]:
+    """Run the sequential reference on a Spark run's inputs; what differs from the run (empty: nothing).
+
+    `width` is the run's bin of messages (any width when the run counted them in one bin).
+    """
+    from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
+
+    def link(u: int, v: int) -> float:
+        return float(ring.prox.dist([u], [v])[0])
+    phase = timed.keepalive_phase(np.arange(ring.n), seed, tm.keepalive_ms)
+    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
+    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
+    params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
+                         rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms)
+    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves)
+    return _differences(got, ref, width)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
