@@ -212,24 +212,22 @@ class Pass:
     frames: dict[str, DataFrame] = field(default_factory=dict)
 
 
-def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, float], Pass], bound: int,
+def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int], Pass], bound: int,
                 unit: str = "events") -> tuple[Pass, int]:
-    """Run passes `derive(events, p, since)` (p from 1) until a pass derives exactly the events it was given.
+    """Run passes `derive(events, p)` (p from 1) until a pass derives exactly the events it was given.
 
     The loop of a simulation in time over node state versioned by its events (a column `t`): a pass
     reads the state each event set implies and derives the events anew; when an event at time t
     depends only on events before t, each pass fixes at least the earliest event the last one got
-    wrong, so the loop ends, with the events a sequential simulation would have. `since` is the
-    earliest time at which the events given differ from those of the pass before (-inf on the
-    first): whatever a pass derived from the state before that time stands. Returns the last pass
+    wrong, so the loop ends, with the events a sequential simulation would have. Returns the last pass
     and the passes run; a loop still changing after `bound` passes raises SuperstepBoundExceeded.
-    Progress: one line per pass, `<loop> pass p: M <unit>, C changed from t = T (s s)`.
+    Progress: one line per pass, `<loop> pass p: M <unit>, C changed from t = T (s s)`, T the earliest
+    time at which the pass's events differ from those it was given.
     """
     events = _unsized(events.localCheckpoint())
-    since = float("-inf")
     for p in range(1, bound + 1):
         t0 = time.time()
-        out = derive(events, p, since)
+        out = derive(events, p)
         new = _unsized(out.events.localCheckpoint())   # derived from itself: see `_unsized`
         diff = new.exceptAll(events).unionByName(events.exceptAll(new)).agg(F.count("*"), F.min("t")).first()
         changed, since = int(diff[0]), diff[1]

@@ -734,7 +734,7 @@ class PastryTimedParams(AnyProximity):
         _require(self.duration_s / self.bin_s <= 100_000, "bin_s", "must leave at most 100,000 bins",
                  self.bin_s)
         _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
-                 f"the sequential reference takes hours above {REFERENCE_NODES_MAX:,} nodes; set false",
+                 f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes; set false",
                  self.check)
         trip = 2 * (max_delay_ms(self) + self.hop_ms)
         _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",

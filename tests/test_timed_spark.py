@@ -81,7 +81,7 @@ def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):
     """A chain of events, each one unit after its cause, takes one pass per link and one to confirm."""
     seed = spark.createDataFrame([(0.0,)], "t double")
 
-    def derive(events, p, since):
+    def derive(events, p):
         later = events.filter(F.col("t") < 4).select((F.col("t") + 1).alias("t"))
         return bsp.Pass(seed.unionByName(later).distinct())
     last, passes = bsp.fixed_point("chain", seed.limit(0), derive, bound=10)

@@ -237,7 +237,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     try:
-        last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p, _since: _pass(ctx, ev, start),
+        last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p: _pass(ctx, ev, start),
                                        bound)
         return _result(ctx, last, passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
