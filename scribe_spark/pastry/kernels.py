@@ -390,12 +390,12 @@ def route_step(ring: Ring, key_hi, key_lo, at, leaf_vals, leaf_offs, rt_vals, rt
     nxt = np.where(use_rt, entry, nxt)
     rule = np.where(use_rt, TABLE, rule)
     # 3. rare case: any known node with prefix >= l that is numerically closer to the key
-    for i in np.flatnonzero(rule < 0):
-        known = np.concatenate([leaf_vals[leaf_offs[i]:leaf_offs[i + 1]], rt_vals[rt_offs[i]:rt_offs[i + 1]],
-                                nbr_vals[nbr_offs[i]:nbr_offs[i + 1]]])
-        known = np.unique(known[known >= 0])
-        k = _rare_case(ring, known, key_hi[i], key_lo[i], at[i], l[i])
-        nxt[i], rule[i] = (k, RARE) if k >= 0 else (at[i], DELIVERED)
+    rare = np.flatnonzero(rule < 0)
+    if len(rare):
+        k = _rare_cases(ring, np.asarray(key_hi)[rare], np.asarray(key_lo)[rare], at[rare], l[rare],
+                        [_rows_of(v, o, rare) for v, o in ((leaf_vals, leaf_offs), (rt_vals, rt_offs),
+                                                           (nbr_vals, nbr_offs))])
+        nxt[rare], rule[rare] = np.where(k >= 0, k, at[rare]), np.where(k >= 0, RARE, DELIVERED)
     nxt = np.where(rule == DELIVERED, at, nxt)
     return nxt, rule
 
@@ -462,20 +462,29 @@ def _forget_leaf(leaf: np.ndarray, bad: int, me: int, L: int) -> np.ndarray:
     return out
 
 
-def _rare_case(ring: Ring, known: np.ndarray, khi, klo, at: int, l: int) -> int:
-    if len(known) == 0:
-        return -1
-    khi_a = np.full(len(known), khi, dtype=np.uint64)
-    klo_a = np.full(len(known), klo, dtype=np.uint64)
-    pre = ids.shared_prefix_digits(ring.hi[known], ring.lo[known], khi_a, klo_a, ring.b)
-    ok = (pre >= l) & ids.closer(ring.hi[known], ring.lo[known],
-                                 np.full(len(known), ring.hi[at]), np.full(len(known), ring.lo[at]), khi_a,
-                                 klo_a)
-    cand = known[ok]
-    if len(cand) == 0:
-        return -1
-    best = cand[0]
-    for c in cand[1:]:
-        if ids.closer(ring.hi[c], ring.lo[c], ring.hi[best], ring.lo[best], khi, klo):
-            best = c
-    return int(best)
+def _rows_of(vals: np.ndarray, offs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values of some rows of a ragged array, and the place in `rows` of each one's row."""
+    lens = offs[rows + 1] - offs[rows]
+    first = np.repeat(offs[rows] - (np.cumsum(lens) - lens), lens)
+    return vals[first + np.arange(int(lens.sum()))], np.repeat(np.arange(len(rows)), lens)
+
+
+def _rare_cases(ring: Ring, khi, klo, at: np.ndarray, l: np.ndarray,
+                known: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The rare-case rule for many messages at once: per message, among the nodes its node knows
+    (`known`: (node, message) pairs), those sharing at least l digits with the key and numerically
+    closer to it than the node, the closest (ties: the smaller id); -1 where there is none."""
+    node = np.concatenate([k[0] for k in known]).astype(np.int64)
+    msg = np.concatenate([k[1] for k in known])
+    keep = node >= 0
+    node, msg = node[keep], msg[keep]
+    h, lo, qh, ql = ring.hi[node], ring.lo[node], khi[msg], klo[msg]
+    ok = (ids.shared_prefix_digits(h, lo, qh, ql, ring.b) >= l[msg]) & \
+        ids.closer(h, lo, ring.hi[at[msg]], ring.lo[at[msg]], qh, ql)
+    node, msg, h, lo = node[ok], msg[ok], h[ok], lo[ok]
+    dhi, dlo = ids.ring_distance(h, lo, khi[msg], klo[msg])
+    first = np.lexsort((lo, h, dlo, dhi, msg))   # per message: nearest to the key, then smaller id
+    first = first[np.r_[True, msg[first][1:] != msg[first][:-1]]] if len(first) else first
+    out = np.full(len(at), -1, dtype=np.int64)
+    out[msg[first]] = node[first]
+    return out
