@@ -235,11 +235,16 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
-    none = _empty(spark, EVENT_SCHEMA)
+    none, quiet = _empty(spark, EVENT_SCHEMA), _empty(spark, LOOKUP_SCHEMA)
     try:
-        last, passes = bsp.fixed_point("timed pastry", none, lambda ev, _p: _pass(ctx, ev, start),
+        # the maintenance alone first: its fixed point is a far better start than no events at all,
+        # on which every lookup would route as if nobody knew of any departure and time out at each
+        # dead node it meets; any start leads to the same fixed point (`bsp.fixed_point`)
+        settled, first = bsp.fixed_point("timed pastry maintenance", none,
+                                         lambda ev, _p: _pass(ctx, ev, quiet), bound)
+        last, passes = bsp.fixed_point("timed pastry", settled.events, lambda ev, _p: _pass(ctx, ev, start),
                                        bound)
-        return _result(ctx, last, passes)
+        return _result(ctx, last, first + passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
         for frame in (*ctx.held, ctx.crashed, ctx.leavers, start):
             bsp.release(frame)
@@ -599,12 +604,12 @@ def _route_task(ctx: _Context) -> Callable:
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, crash = ring_bc.value, crash_bc.value
         for col in batch_columns(batches):
-            out = _route_batch(ring, crash, tm, until, cap, col)
-            yield pa.RecordBatch.from_pandas(out, schema=out_schema, preserve_index=False)
+            yield _route_batch(ring, crash, tm, until, cap, col, out_schema)
     return _
 
 
-def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int, col: dict) -> pd.DataFrame:
+def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int, col: dict,
+                 schema: pa.Schema) -> pa.RecordBatch:
     """One superstep for a batch of lookups joined with their nodes' states."""
     m = pd.DataFrame({f.name: col[f.name].to_numpy(zero_copy_only=False) for f in LOOKUP_SCHEMA.fields
                       if f.name != "avoid"})
@@ -640,9 +645,10 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     declared = np.full(len(m), -1, np.int64)
     declared[moves[lost_hop]] = nxt[moves[lost_hop]]
     new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
-    avoid = col["avoid"].to_pylist()
-    for i, found in zip(moves, lost_hop):
-        avoid[i] = avoid[i] + [int(nxt[i])] if found else []
+    found = np.zeros(len(m), bool)
+    found[moves[lost_hop]] = True
+    cleared = np.zeros(len(m), bool)
+    cleared[moves[~lost_hop]] = True
     new_at[moves] = np.where(lost_hop, at[moves], nxt[moves])
     new_t[moves] = np.where(lost_hop, t[moves] + tm.rto_ms, arrive)
     new_via[moves] = np.where(lost_hop, TIMEOUT, HOP)
@@ -652,13 +658,35 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     done = outcome != ""
     sent = np.zeros(len(m), np.int32)
     sent[moves] = 1
-    return pd.DataFrame({
+    out = {
         "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
         "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
-        "via": new_via, "avoid": avoid, "slot": slot, "state": col["state"].to_numpy(),
-        "read_at": np.where(read, at, -1), "read_t": t, "done": done, "outcome": np.where(done, outcome, ""),
-        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent,
-        "declared": declared})
+        "via": new_via, "avoid": _avoided(col["avoid"], found, cleared, nxt, schema.field("avoid").type),
+        "slot": slot, "state": col["state"].to_numpy(), "read_at": np.where(read, at, -1), "read_t": t,
+        "done": done, "outcome": np.where(done, outcome, ""),
+        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent, "declared": declared}
+    return pa.RecordBatch.from_arrays([out[f.name] if isinstance(out[f.name], pa.Array)
+                                       else pa.array(np.asarray(out[f.name]), type=f.type) for f in schema],
+                                      schema=schema)
+
+
+def _avoided(avoid: pa.ListArray, found: np.ndarray, cleared: np.ndarray, nxt: np.ndarray,
+             kind: pa.DataType) -> pa.ListArray:
+    """Each lookup's nodes found dead at its node: the next hop added where it was found dead, none
+    where the lookup moved on, unchanged elsewhere."""
+    vals, offs = values_offsets(avoid)
+    lens = np.diff(offs)
+    kept = np.where(cleared, 0, lens)
+    new_offs = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(kept + found, out=new_offs[1:])
+    out = np.empty(int(new_offs[-1]), np.int64)
+    row = np.repeat(np.arange(len(lens)), lens)
+    keep = ~cleared[row]
+    out[(new_offs[:-1][row] + np.arange(len(vals)) - offs[:-1][row])[keep]] = vals[keep]
+    add = np.flatnonzero(found)
+    out[new_offs[add] + kept[add]] = nxt[add]
+    offsets = pa.array(new_offs.astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(out, kind.value_type), type=kind)
 
 
 def _next_hops(ring: Ring, col: dict, rows: np.ndarray, khi, klo, at) -> np.ndarray:
@@ -673,16 +701,25 @@ def _next_hops(ring: Ring, col: dict, rows: np.ndarray, khi, klo, at) -> np.ndar
     pick[rows] = True
     gone = np.concatenate([_keyed(col["dead"], pick, n), _keyed(col["avoid"], pick, n)])
     leaf_vals, leaf_keys, leaf_offs = _picked(col["vleaf"], pick, n)
-    leaf = _padded_sides(leaf_vals, leaf_offs, ~np.isin(leaf_keys, gone), col["npred"].to_numpy()[rows],
+    gone = np.unique(gone)
+    leaf = _padded_sides(leaf_vals, leaf_offs, ~_within(leaf_keys, gone), col["npred"].to_numpy()[rows],
                          at[rows], half)
     rt_vals, rt_keys, rt_offs = _picked(col["rt"], pick, n)
-    rt_vals = np.where(np.isin(rt_keys, gone), -1, rt_vals)
+    rt_vals = np.where(_within(rt_keys, gone), -1, rt_vals)
     nbr_vals, nbr_keys, nbr_offs = _picked(col["nbr"], pick, n)
-    nbr_vals, nbr_offs = _kept(nbr_vals, nbr_offs, ~np.isin(nbr_keys, gone))
+    nbr_vals, nbr_offs = _kept(nbr_vals, nbr_offs, ~_within(nbr_keys, gone))
     nxt, rule = kernels.route_step(ring, khi[rows], klo[rows], at[rows], leaf.ravel(),
                                    np.arange(len(rows) + 1, dtype=np.int64) * 2 * half, rt_vals, rt_offs,
                                    nbr_vals, nbr_offs, entry=col["entry"].to_numpy().astype(np.int64)[rows])
     return np.where(rule == kernels.DELIVERED, at[rows], nxt)
+
+
+def _within(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which keys are in a sorted array of distinct values (np.isin, without sorting the keys)."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(sorted_set, keys), len(sorted_set) - 1)
+    return sorted_set[at] == keys
 
 
 def _picked(a: pa.ListArray, pick: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
