@@ -30,6 +30,10 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     assert (t.lookup_success + t.lookup_wrong + t.lookup_lost <= 1 + 1e-12).all()
     # before the first crash every node probes its 16 leaf-set members every 3 s, and each probe is answered
     assert t.keepalive_msgs_per_node_s.iat[0] == pytest.approx(2 * 16 / 3, rel=0.05)
+    # every message is 51 B, and a leaf-set reply 1 + 16 handles of 22 B more
+    extra = t.maintenance_bytes_per_node_s - 51 * t.maintenance_msgs_per_node_s
+    assert (extra >= -1e-9).all() and (extra <= 353 * t.leaf_repair_msgs_per_node_s + 1e-9).all()
+    assert extra.max() > 0 and (extra[t.leaf_repair_msgs_per_node_s == 0].abs() < 1e-9).all()
     # a holder probes within a keep-alive period of a crash and declares it failure_timeout_s later; a
     # leave is declared as its notice arrives, within a link delay (at most 1,414 ms on the plane)
     crashed, left = r[~r.graceful], r[r.graceful]

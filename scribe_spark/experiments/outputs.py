@@ -315,7 +315,9 @@ PASTRY_TIMED = {t.name: t for t in (
           ("leave_msgs_per_node_s", "1/s", "leave notices sent (one to each leaf-set member of a leaving "
                                            "node), per live node and second"),
           ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the three above) per live node "
-                                                 "and second")),
+                                                 "and second"),
+          ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (sizes: the experiment's page) "
+                                                  "per live node and second")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
                      "end)",
@@ -345,6 +347,7 @@ PASTRY_TIMED = {t.name: t for t in (
           ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
           ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set repair and leave messages per live "
                                                  "node and second"),
+          ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "
                                                "held it (crashes repaired before the end)")),

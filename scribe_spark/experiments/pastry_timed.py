@@ -41,6 +41,11 @@ from scribe_spark.workloads.network import make_ring, shared_network
 
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
          "leave": ("leave",)}
+# message sizes (bytes), for maintenance_bytes_per_node_s: a node handle is a 128-bit id, an IPv4
+# address and a UDP port; every message carries IPv4 and UDP headers, its type and its sender's handle;
+# a leaf-set reply adds a count and |L| handles (counted full); the others carry nothing more
+HANDLE_BYTES = 16 + 4 + 2
+HEADER_BYTES = 20 + 8 + 1 + HANDLE_BYTES
 KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
 # timeline.csv's columns that sweep.csv gives for the whole run
@@ -211,7 +216,21 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
         rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                     where=alive_s > 0)   # no node alive: no rate
     rows["maintenance_msgs_per_node_s"] = sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
+    sent = _bytes(got.maintenance, p.leaf_set)
+    rows["maintenance_bytes_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
+                                                     where=alive_s > 0)
     return rows
+
+
+def message_bytes(kind: str, leaf_set: int) -> int:
+    """A maintenance message's size in bytes (HEADER_BYTES, and a leaf-set reply's handles)."""
+    return HEADER_BYTES + (1 + leaf_set * HANDLE_BYTES if kind == "leaf_reply" else 0)
+
+
+def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:
+    """Maintenance bytes sent per bin."""
+    return sum(maintenance[kind].to_numpy(np.float64) * message_bytes(kind, leaf_set)
+               for kind in timed.MAINTENANCE)
 
 
 def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -235,6 +254,7 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
     return {"departures": len(rep), "lookups": int(whole.lookups),
             **{c: whole[c] for c in WHOLE_RUN},
             "maintenance_msgs_per_node_s": sent / alive_s,
+            "maintenance_bytes_per_node_s": float(_bytes(got.maintenance, p.leaf_set).sum()) / alive_s,
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
 

@@ -322,34 +322,47 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
     ring_bc, crash_bc, until = ctx.ring_bc, ctx.crash_bc, ctx.until
     parts = events.sparkSession.sparkContext.defaultParallelism
+    schema = to_arrow_schema(LOG_SCHEMA)
 
-    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, crash, held = ring_bc.value, crash_bc.value, None
-        for df in frames:   # a node's rows are contiguous, maybe cut between two batches
-            df = df if held is None else pd.concat([held, df], ignore_index=True)
-            last = df.node.iat[-1] if len(df) else None
-            held, df = df[df.node == last], df[df.node != last]
-            if len(df):
-                yield _fold_nodes(ring, crash, until, df)
-        if held is not None and len(held):
-            yield _fold_nodes(ring, crash, until, held)
+        for batch in batches:   # a node's rows are contiguous, maybe cut between two batches
+            batch = batch if held is None else pa.concat_batches([held, batch])
+            if not batch.num_rows:
+                continue
+            node = batch.column("node").to_numpy()
+            other = np.flatnonzero(node != node[-1])
+            body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
+            held = batch.slice(body)
+            if body:
+                yield _fold_nodes(ring, crash, until, batch.slice(0, body), schema)
+        if held is not None and held.num_rows:
+            yield _fold_nodes(ring, crash, until, held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
-    return events.repartition(parts, "node").sortWithinPartitions(*order).mapInPandas(_, LOG_SCHEMA)
+    return events.repartition(parts, "node").sortWithinPartitions(*order).mapInArrow(_, LOG_SCHEMA)
 
 
-def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pd.DataFrame) -> pd.DataFrame:
+def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pa.RecordBatch,
+                schema: pa.Schema) -> pa.RecordBatch:
     """The fold of each node's events in a batch holding all of them, each node's in handling order."""
-    node = events.node.to_numpy(np.int64)
+    node = events.column("node").to_numpy()
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
-    nodes = node[starts]
+    nodes = node[starts].astype(np.int64)
     leaves, crashed = kernels.leaf_sets(ring, nodes), crash.at(nodes)
-    cols = [events[c].tolist() for c in ("t", "kind", "other", "members")]
+    cols = [events.column(c).to_pylist() for c in ("t", "kind", "other", "members")]
     rows: list[tuple] = []
     for g, (a, b) in enumerate(zip(starts, ends)):
         rows += _fold_node(ring, int(nodes[g]), leaves[g].tolist(), float(crashed[g]), until,
                            zip(*(c[a:b] for c in cols)))
-    return pd.DataFrame(rows, columns=[f.name for f in LOG_SCHEMA.fields])
+    return _rows_batch(rows, schema)
+
+
+def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
+    """Rows of Python values as an Arrow batch (Arrow converts list columns far faster than pandas)."""
+    columns = list(zip(*rows)) if rows else [()] * len(schema)
+    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)],
+                                      schema=schema)
 
 
 def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float,
@@ -428,49 +441,61 @@ def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: flo
     x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
     phase = keepalive_phase(x, seed, tm.keepalive_ms)
     d = ring.prox.dist(x, y).astype(np.float64)
-    cx, cy = crash.at(x), crash.at(y)
-    rows = []
-    for i in range(len(df)):
-        end = min(float(df.t_to.iat[i]), until, float(cx[i]))
-        ticks = _ticks_failing(float(phase[i]), tm, float(df.t_from.iat[i]), end, float(d[i]), float(cy[i]),
-                               until)
-        j, member, fd = int(df.j.iat[i]), int(y[i]), tm.failure_timeout_ms
-        rows += [(int(x[i]), s + fd, TIMER, s, BY_TICK, j, PROBE, member, []) for s in ticks]
-    return pd.DataFrame(rows, columns=[f.name for f in EVENT_SCHEMA.fields])
+    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), crash.at(x))
+    row, s = _ticks_failing(phase, tm, df.t_from.to_numpy(np.float64), end, d, crash.at(y), until)
+    fd = tm.failure_timeout_ms
+    return pd.DataFrame({"node": x[row], "t": s + fd, "prio": TIMER, "set_t": s, "set_by": BY_TICK,
+                         "ord": df.j.to_numpy(np.int64)[row], "kind": PROBE, "other": y[row],
+                         "members": pd.Series([[]] * len(row), dtype=object)},
+                        columns=[f.name for f in EVENT_SCHEMA.fields])
 
 
-def _ticks_failing(phase: float, tm: Timers, t_from: float, end: float, d: float, t_crash: float,
-                   until: float) -> list[float]:
-    """Ticks in [t_from, end) whose probe reaches the member dead, up to failure_timeout_ms after the first.
+def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.ndarray, d: np.ndarray,
+                   t_crash: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, its ticks in [t_from, end) whose probe reaches the member dead, up to failure_timeout_ms
+    after the first: (row, tick) pairs, by row then time.
 
     Later ones cannot matter: the first one's timeout removes the member or finds it gone.
     """
     period, fd = tm.keepalive_ms, tm.failure_timeout_ms
-    k = _first_tick(phase, period, lambda s: s >= t_from, _guess(t_from, phase, period))
-    k = _first_tick(phase, period, lambda s: (s + d) + tm.proc_ms >= t_crash,
-                    max(k, (t_crash - d - tm.proc_ms - phase) / period), floor=k)
-    first, out = phase + k * period, []
-    while True:
-        s = phase + k * period
-        if s >= end or s > first + fd or s + fd >= until:
-            return out
-        out.append(s)
-        k += 1
+    k = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
+    k = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_crash[i],
+                     np.maximum(k, (t_crash - d - tm.proc_ms - phase) / period), floor=k)
+    first = phase + k * period
+    rows, ticks, live = [], [], np.arange(len(phase))
+    while len(live):
+        s = phase[live] + k[live] * period
+        ok = (s < end[live]) & (s <= first[live] + fd) & (s + fd < until)
+        live, s = live[ok], s[ok]
+        rows.append(live)
+        ticks.append(s)
+        k[live] += 1
+    row, tick = np.concatenate(rows), np.concatenate(ticks)
+    order = np.argsort(row, kind="stable")   # each row's ticks were found in time order
+    return row[order], tick[order]
 
 
-def _guess(t: float, phase: float, period: float) -> float:
-    """Roughly the tick number at time t (0 before the first)."""
-    return (t - phase) / period if math.isfinite(t) else 0.0
+def _guess(t: np.ndarray, phase: np.ndarray, period: float) -> np.ndarray:
+    """Roughly the tick number at each time t (0 before the first)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(t), (t - phase) / period, 0.0)
 
 
-def _first_tick(phase: float, period: float, ok: Callable[[float], bool], guess: float,
-                floor: int = 0) -> int:
-    """The first k >= floor whose tick phase + k period satisfies `ok` (monotone), starting near `guess`."""
-    k = max(floor, math.ceil(guess))
-    while k > floor and ok(phase + (k - 1) * period):
-        k -= 1
-    while not ok(phase + k * period):
-        k += 1
+def _first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                 guess: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+    """Per row i, the first k >= floor[i] whose tick phase[i] + k period satisfies ok(tick, i) (monotone
+    in k), searched from `guess` (k as whole floats: phase + k period computes as with integers)."""
+    floor = np.zeros(len(phase)) if floor is None else floor
+    k = np.maximum(floor, np.ceil(guess))
+    todo = np.flatnonzero(k > floor)
+    while len(todo):
+        todo = todo[ok(phase[todo] + (k[todo] - 1) * period, todo)]
+        k[todo] -= 1
+        todo = todo[k[todo] > floor[todo]]
+    todo = np.arange(len(phase))
+    while len(todo):
+        todo = todo[~ok(phase[todo] + k[todo] * period, todo)]
+        k[todo] += 1
     return k
 
 
@@ -874,16 +899,15 @@ def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: f
     d = ring.prox.dist(x, y).astype(np.float64)
     cx, cy = crash.at(x), crash.at(y)
     period = tm.keepalive_ms
-    first, sent, answered = (np.zeros(len(df), np.int64) for _ in range(3))
-    for i in range(len(df)):
-        ph, t_from = float(phase[i]), float(df.t_from.iat[i])
-        end = min(float(df.t_to.iat[i]), until, float(cx[i]))
-        lo = _first_tick(ph, period, lambda s: s >= t_from, _guess(t_from, ph, period))
-        hi = _first_tick(ph, period, lambda s: s >= end, _guess(end, ph, period), floor=lo)
-        limit = min(float(cy[i]), until)
-        ans = _first_tick(ph, period, lambda s: (s + float(d[i])) + tm.proc_ms >= limit,
-                          (limit - float(d[i]) - tm.proc_ms - ph) / period, floor=lo)
-        first[i], sent[i], answered[i] = lo, hi - lo, min(hi, ans) - lo
+    t_from = df.t_from.to_numpy(np.float64)
+    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), cx)
+    lo = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
+    hi = _first_ticks(phase, period, lambda s, i: s >= end[i], _guess(end, phase, period), floor=lo)
+    limit = np.minimum(cy, until)
+    ans = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= limit[i],
+                       (limit - d - tm.proc_ms - phase) / period, floor=lo)
+    first, sent = lo.astype(np.int64), (hi - lo).astype(np.int64)
+    answered = (np.minimum(hi, ans) - lo).astype(np.int64)
     if bins.n == 1:
         return np.array([sent.sum()], np.int64), np.array([answered.sum()], np.int64)
     probes, replies = np.zeros(bins.n, np.int64), np.zeros(bins.n, np.int64)
