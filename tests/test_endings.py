@@ -56,6 +56,17 @@ def test_a_cause_below_a_python_exception_is_found():
         assert endings.ending(outer).code == endings.EXIT_OUT_OF_MEMORY
 
 
+def test_an_error_while_unwinding_from_a_signal_reads_as_the_signal():
+    """A Ctrl-C that cuts a Spark call leaves the connection broken; the clean-up's next call fails."""
+    try:
+        try:
+            raise endings.Stopped(signal.SIGINT)
+        finally:
+            raise Py4JNetworkError("An error occurred while calling o2372.getClass")
+    except Py4JNetworkError as outer:
+        assert endings.ending(outer) == endings.Ending(130, "stopped by Ctrl-C")
+
+
 def simulate(params, run) -> None:
     """This module as a stand-in experiment: it fails after writing a file."""
     run.path("half.csv").write_text("x\n")

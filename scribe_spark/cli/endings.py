@@ -92,10 +92,13 @@ def ending(e: BaseException, out: object = "the output folder") -> Ending:
 
     `out` names the output folder, for a full disk whose exception names no file.
     """
-    if isinstance(e, Stopped):
-        how = "Ctrl-C" if e.signum == signal.SIGINT else e.args[0]
-        return Ending(EXIT_SIGNAL + e.signum, f"stopped by {how}")
-    if isinstance(e, KeyboardInterrupt):
+    # a signal first: an error raised while the run unwound from it (a clean-up's Spark call on the
+    # connection the signal cut, say) is its consequence, not the cause
+    stop = next((x for x in _chain(e) if isinstance(x, (Stopped, KeyboardInterrupt))), None)
+    if isinstance(stop, Stopped):
+        how = "Ctrl-C" if stop.signum == signal.SIGINT else stop.args[0]
+        return Ending(EXIT_SIGNAL + stop.signum, f"stopped by {how}")
+    if isinstance(stop, KeyboardInterrupt):
         return Ending(EXIT_SIGNAL + signal.SIGINT, "stopped by Ctrl-C")
     if isinstance(e, MemoryError):
         return Ending(EXIT_OUT_OF_MEMORY, "the Python driver ran out of memory; lower the run's size or give "
