@@ -201,7 +201,6 @@ class _Context:
     max_attempts: int
     bin_ms: float | None
     routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends, reads
-    last: dict[str, DataFrame] | None = None     # the last pass's events, log, versions and derived events
     held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
 
     @property
@@ -272,59 +271,17 @@ def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
 # ---------------------------------------------------------------- one pass
 
 def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
-    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts.
-
-    Only for the nodes whose events changed since the last pass (`moved`): a node's log and versions
-    follow from its events alone, its keep-alive declarations from its versions, a repair's outcome
-    from the asker's log and the asked node's versions, a leave's notices from the leaver's versions;
-    the rest is kept from the last pass.
-    """
-    last, given = ctx.last, _cut(events)
-    moved = None if last is None else _cut(_moved(last["events"], given))
-    log = _cut(_renew(last, "log", moved, _fold(ctx, _among(given, moved, "node")), "node"))
-    versions = _cut(_renew(last, "versions", moved, _versions(_among(log, moved, "node")), "node"))
+    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts."""
+    log = bsp.sizeless(_fold(ctx, events).localCheckpoint())
+    versions = bsp.sizeless(_versions(log).localCheckpoint())
     starts = log.filter(F.col("kind") == "repair_start")
-    asked = starts if moved is None else (_among(starts, moved, "node").unionByName(
-        _among(starts, moved, "b").join(moved.withColumnRenamed("node", "_n"), F.col("node") == F.col("_n"),
-                                        "left_anti")))
-    made = {"keepalive": _cut(_renew(last, "keepalive", moved,
-                                     _keepalive_events(ctx, _among(versions, moved, "node"), moved), "node")),
-            "repairs": _cut(_renew(last, "repairs", moved, _repair_events(ctx, asked, versions), "node",
-                                   "other")),
-            "leaves": _cut(_renew(last, "leaves", moved, _leave_events(ctx, versions, moved), "other"))}
     routed = _lookups_now(ctx, lookups, versions)
-    derived = (made["keepalive"].unionByName(made["repairs"]).unionByName(made["leaves"])
-               .unionByName(routed["declared"].drop("lid")))
-    for frame in ctx.held:   # the pass before's; this pass's frames are cut already
+    derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
+               .unionByName(_leave_events(ctx, versions)).unionByName(routed["declared"].drop("lid")))
+    for frame in ctx.held:   # the pass before's; this pass's routes are cut already
         bsp.release(frame)
-    ctx.routed, ctx.last = routed, {"events": given, "log": log, "versions": versions, **made}
-    ctx.held = [*ctx.last.values(), *routed.values(), *([moved] if moved is not None else [])]
+    ctx.routed, ctx.held = routed, [log, versions, *routed.values()]
     return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
-
-
-def _cut(frame: DataFrame) -> DataFrame:
-    """The frame computed once and kept (until released), with no size estimate."""
-    return bsp.sizeless(frame.localCheckpoint())
-
-
-def _moved(before: DataFrame, now: DataFrame) -> DataFrame:
-    """The nodes with an event in one set and not in the other."""
-    return before.exceptAll(now).unionByName(now.exceptAll(before)).select("node").distinct()
-
-
-def _among(frame: DataFrame, nodes: DataFrame | None, col: str) -> DataFrame:
-    """The rows whose `col` is one of `nodes` (all rows if None: every node)."""
-    return frame if nodes is None else frame.join(nodes.withColumnRenamed("node", col), col, "left_semi")
-
-
-def _renew(last: dict | None, name: str, moved: DataFrame | None, fresh: DataFrame, *cols: str) -> DataFrame:
-    """The last pass's frame `name` without the rows any of whose `cols` moved, and the fresh rows."""
-    if last is None:
-        return fresh
-    kept = last[name]
-    for col in cols:
-        kept = kept.join(moved.withColumnRenamed("node", col), col, "left_anti")
-    return kept.unionByName(fresh)
 
 
 def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict[str, DataFrame]:
@@ -449,10 +406,9 @@ def _versions(log: DataFrame) -> DataFrame:
 
 # ---------------------------------------------------------------- keep-alives
 
-def _keepalive_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
-    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks
-    (of the nodes `among` only, if given, and `versions` theirs)."""
-    pairs = _crashed_members(ctx, versions, among)
+def _keepalive_events(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks."""
+    pairs = _crashed_members(ctx, versions)
     ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -462,22 +418,21 @@ def _keepalive_events(ctx: _Context, versions: DataFrame, among: DataFrame | Non
     return pairs.mapInPandas(_, EVENT_SCHEMA)
 
 
-def _members(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
+def _members(ctx: _Context, versions: DataFrame) -> DataFrame:
     """(x, t_from, t_to, j, y): member y at place j of node x's leaf set from t_from to t_to, for every
-    node (or those `among`): its versions, or its converged leaf set for all time if it has none."""
+    node: its versions, or its converged leaf set for all time if it has none."""
     changed = versions.select(F.col("node").alias("x"), "t_from", "t_to",
                               F.posexplode("vleaf").alias("j", "y"))
-    with_versions = versions.select(F.col("node").alias(ID)).distinct()
-    still = (_among(ctx.overlay.state, among, ID).join(with_versions, ID, "left_anti")
+    still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
              .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
                      F.posexplode("leaf").alias("j", "y")))
     return changed.unionByName(still)
 
 
-def _crashed_members(ctx: _Context, versions: DataFrame, among: DataFrame | None) -> DataFrame:
+def _crashed_members(ctx: _Context, versions: DataFrame) -> DataFrame:
     """`_members` whose member crashes."""
     crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
-    return _members(ctx, versions, among).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
+    return _members(ctx, versions).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
 
 
 def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
@@ -586,12 +541,11 @@ def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.n
 
 # ---------------------------------------------------------------- graceful leaves
 
-def _leave_notices(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
-    """(y, t, ord, x, t_a): leaver y (of those `among`, if given) at t tells member x (place ord) of its
-    leaf set then; x hears at t_a."""
+def _leave_notices(ctx: _Context, versions: DataFrame) -> DataFrame:
+    """(y, t, ord, x, t_a): leaver y at t tells member x (place ord) of its leaf set then; x hears at t_a."""
     ring_bc, proc = ctx.ring_bc, ctx.timers.proc_ms
     conv = ctx.overlay.state.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
-    leaving = _among(ctx.leavers.filter(F.col("t") < ctx.until), among, "y")   # nothing at or after the end
+    leaving = ctx.leavers.filter(F.col("t") < ctx.until)   # nothing at or after the end happens
     read = bsp.as_of(leaving, "y", "t", versions).join(conv, "y")
     told = read.select("y", "t", F.posexplode(F.coalesce("vleaf", "conv")).alias("ord", "x"))
 
@@ -603,9 +557,9 @@ def _leave_notices(ctx: _Context, versions: DataFrame, among: DataFrame | None =
     return told.mapInPandas(_, "y long, t double, ord int, x long, t_a double")
 
 
-def _leave_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
+def _leave_events(ctx: _Context, versions: DataFrame) -> DataFrame:
     """The leave notices as events at their receivers: each declares the leaver failed there."""
-    return (_leave_notices(ctx, versions, among).filter(F.col("t_a") < ctx.until)
+    return (_leave_notices(ctx, versions).filter(F.col("t_a") < ctx.until)
             .select(F.col("x").alias("node"), F.col("t_a").alias("t"), F.lit(MESSAGE).alias("prio"),
                     F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), "ord",
                     F.lit(LEAVE).alias("kind"), F.col("y").alias("other"),
