@@ -58,7 +58,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from scribe_spark import bsp, ids
 from scribe_spark.columns import ID
 from scribe_spark.pastry import kernels
-from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Overlay
 from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
@@ -350,11 +349,13 @@ def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pa.RecordBatch
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
     nodes = node[starts].astype(np.int64)
     leaves, crashed = kernels.leaf_sets(ring, nodes), crash.at(nodes)
-    cols = [events.column(c).to_pylist() for c in ("t", "kind", "other", "members")]
+    members = events.column("members")   # most events carry none: sliced only where a merge reads them
+    flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
+    cols = [events.column(c).to_pylist() for c in ("t", "kind", "other")]
     rows: list[tuple] = []
-    for g, (a, b) in enumerate(zip(starts, ends)):
+    for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
         rows += _fold_node(ring, int(nodes[g]), leaves[g].tolist(), float(crashed[g]), until,
-                           zip(*(c[a:b] for c in cols)))
+                           zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]), flat)
     return _rows_batch(rows, schema)
 
 
@@ -366,19 +367,19 @@ def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float,
-               events: Iterator[tuple]) -> list[tuple]:
-    """One node's events, handled one by one as a sequential run would (see the module's model)."""
+               events: Iterator[tuple], members: list[int]) -> list[tuple]:
+    """One node's events, handled one by one as a sequential run would (see the module's model); each
+    event is (t, kind, other, a, b), its members being members[a:b]."""
     half = ring.leaf_set // 2
     pred, succ, dead = leaf[:half], leaf[half:], []
     rows = [(x, "version", -math.inf, -1, -1, -1, pred + succ, len(pred), [])]   # seq -1: before every event
-    for seq, (t, kind, other, members) in enumerate(events):
+    for seq, (t, kind, other, a, b) in enumerate(events):
         if t >= until or t_crash <= t:
             continue
         if kind == MERGE:
-            cands = (set(pred) | set(succ) | set(int(m) for m in members) | {int(other)}) - {x} - set(dead)
-            smaller, larger = leaf_sides(ring, x, np.array(sorted(cands), dtype=np.int64))
-            pred, succ = smaller[:half].tolist(), larger[:half].tolist()
-            rows.append((x, "repaired", t, int(other), -1, -1, [], 0, []))
+            cands = (set(pred).union(succ, members[a:b]) | {other}) - {x} - set(dead)
+            pred, succ = _nearest_sides(ring, x, cands, half)
+            rows.append((x, "repaired", t, other, -1, -1, [], 0, []))
         else:
             y = int(other)
             if (kind == PROBE and y not in pred and y not in succ) or y in dead:
@@ -393,6 +394,17 @@ def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float
                     rows.append((x, "repair_start", t, y, far[-1], seq, [], 0, []))
         rows.append((x, "version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
     return rows
+
+
+def _nearest_sides(ring: Ring, x: int, cands: set[int], half: int) -> tuple[list[int], list[int]]:
+    """The L/2 nearest candidates on each side of x, nearest first (`failures.leaf_sides`, for the few
+    candidates of one merge: one array lookup, then plain Python)."""
+    nodes = sorted(cands)
+    n, px = ring.n, int(ring.pos[x])
+    cw = ((ring.pos[np.array(nodes, dtype=np.int64)] - px) % n).tolist()
+    up = sorted((c, v) for c, v in zip(cw, nodes) if c <= n // 2)
+    down = sorted((n - c, v) for c, v in zip(cw, nodes) if c > n // 2)
+    return [v for _c, v in down[:half]], [v for _c, v in up[:half]]
 
 
 def _versions(log: DataFrame) -> DataFrame:
