@@ -212,31 +212,36 @@ class Pass:
     frames: dict[str, DataFrame] = field(default_factory=dict)
 
 
-def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int], Pass], bound: int,
-                unit: str = "events") -> tuple[Pass, int]:
-    """Run passes `derive(events, p)` (p from 1) until a pass derives exactly the events it was given.
+def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, DataFrame | None], Pass],
+                bound: int, unit: str = "events", changed: DataFrame | None = None) -> tuple[Pass, int]:
+    """Run passes `derive(events, p, changed)` (p from 1) until a pass derives exactly the events it was
+    given.
 
     The loop of a simulation in time over node state versioned by its events (a column `t`): a pass
     reads the state each event set implies and derives the events anew; when an event at time t
     depends only on events before t, each pass fixes at least the earliest event the last one got
-    wrong, so the loop ends, with the events a sequential simulation would have. Returns the last pass
-    and the passes run; a loop still changing after `bound` passes raises SuperstepBoundExceeded.
-    Progress: one line per pass, `<loop> pass p: M <unit>, C changed from t = T (s s)`, T the earliest
-    time at which the pass's events differ from those it was given.
+    wrong, so the loop ends, with the events a sequential simulation would have. `changed` holds the
+    rows by which a pass's events differ from those the pass before it was given (None when not
+    known: on the first pass, unless the caller passes them), for a pass that derives anew only what
+    they touch. Returns the last pass and the passes run; a loop still changing after `bound` passes
+    raises SuperstepBoundExceeded. Progress: one line per pass, `<loop> pass p: M <unit>, C changed
+    from t = T (s s)`, T the earliest time at which the pass's events differ from those it was given.
     """
     events = _unsized(events.localCheckpoint())
     for p in range(1, bound + 1):
         t0 = time.time()
-        out = derive(events, p)
-        new = _unsized(out.events.localCheckpoint())   # derived from itself: see `_unsized`
-        diff = new.exceptAll(events).unionByName(events.exceptAll(new)).agg(F.count("*"), F.min("t")).first()
-        changed, since = int(diff[0]), diff[1]
-        first = f" from t = {since:g}" if changed else ""
-        _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {changed} changed{first} ({time.time() - t0:.1f}s)")
-        release(events)
-        if changed == 0:
+        out = derive(events, p, changed)
+        new = _unsized(out.events.localCheckpoint())
+        diff = _unsized(new.exceptAll(events).unionByName(events.exceptAll(new)).localCheckpoint())
+        count, since = diff.agg(F.count("*"), F.min("t")).first()
+        first = f" from t = {since:g}" if count else ""
+        _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {count} changed{first} ({time.time() - t0:.1f}s)")
+        for frame in (events, changed) if changed is not None else (events,):
+            release(frame)
+        if count == 0:
+            release(diff)
             return Pass(new, out.frames), p
-        events = new
+        events, changed = new, diff
     raise SuperstepBoundExceeded(f"{loop}: the {unit} still changed after {bound} passes (the loop's bound)")
 
 

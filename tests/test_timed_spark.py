@@ -84,13 +84,16 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):
     """A chain of events, each one unit after its cause, takes one pass per link and one to confirm."""
     seed = spark.createDataFrame([(0.0,)], "t double")
+    news = []
 
-    def derive(events, p):
+    def derive(events, p, changed):
+        news.append(None if changed is None else sorted(r.t for r in changed.collect()))
         later = events.filter(F.col("t") < 4).select((F.col("t") + 1).alias("t"))
         return bsp.Pass(seed.unionByName(later).distinct())
     last, passes = bsp.fixed_point("chain", seed.limit(0), derive, bound=10)
     assert sorted(r.t for r in last.events.collect()) == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert passes == 6 and progress[-1].startswith("chain pass 6: 5 events, 0 changed")
+    assert news == [None, [0.0], [1.0], [2.0], [3.0], [4.0]]   # each pass is told what the last one added
     with pytest.raises(bsp.SuperstepBoundExceeded, match="chain: the events still changed after 3 passes"):
         bsp.fixed_point("chain", seed.limit(0), derive, bound=3)
 

@@ -71,6 +71,7 @@ BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler 
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
 MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply", "leave")   # maintenance messages
 TICKS_AT_ONCE = 1_000_000   # probe ticks expanded at once to bin them: memory stays bounded
+RENEW_SHARE = 0.2   # a pass derives only what changed when its events changed at fewer nodes than this share
 
 EVENT_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),      # where it happens
@@ -200,6 +201,7 @@ class _Context:
     max_attempts: int
     bin_ms: float | None
     routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends, reads
+    last: dict[str, DataFrame] | None = None     # the last pass's log and versions
     held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
 
     @property
@@ -241,9 +243,10 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
         # on which every lookup would route as if nobody knew of any departure and time out at each
         # dead node it meets; any start leads to the same fixed point (`bsp.fixed_point`)
         settled, first = bsp.fixed_point("timed pastry maintenance", none,
-                                         lambda ev, _p: _pass(ctx, ev, quiet), bound)
-        last, passes = bsp.fixed_point("timed pastry", settled.events, lambda ev, _p: _pass(ctx, ev, start),
-                                       bound)
+                                         lambda ev, _p, ch: _pass(ctx, ev, ch, quiet), bound)
+        last, passes = bsp.fixed_point("timed pastry", settled.events,
+                                       lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
+                                       changed=none)   # the same events as the maintenance's last pass
         return _result(ctx, last, first + passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
         for frame in (*ctx.held, ctx.crashed, ctx.leavers, start):
@@ -269,18 +272,81 @@ def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
 
 # ---------------------------------------------------------------- one pass
 
-def _pass(ctx: _Context, events: DataFrame, lookups: DataFrame) -> bsp.Pass:
-    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts."""
-    log = bsp.sizeless(_fold(ctx, events).localCheckpoint())
-    versions = bsp.sizeless(_versions(log).localCheckpoint())
-    starts = log.filter(F.col("kind") == "repair_start")
+def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: DataFrame) -> bsp.Pass:
+    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts.
+
+    When few nodes have events that `changed` since the last pass, only what those nodes' events
+    decide is derived anew (`_renewed`); the rest is the last pass's.
+    """
+    moved = _moved(ctx, changed)
+    if moved is None:
+        log = _cut(_fold(ctx, events))
+        versions = _cut(_versions(log))
+        starts = log.filter(F.col("kind") == "repair_start")
+        made = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
+                .unionByName(_leave_events(ctx, versions)))
+    else:
+        log, versions, made = _renewed(ctx, events, moved)
     routed = _lookups_now(ctx, lookups, versions)
-    derived = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
-               .unionByName(_leave_events(ctx, versions)).unionByName(routed["declared"].drop("lid")))
-    for frame in ctx.held:   # the pass before's; this pass's routes are cut already
+    derived = made.unionByName(routed["declared"].drop("lid"))
+    for frame in ctx.held:   # the pass before's; this pass's frames are cut already
         bsp.release(frame)
-    ctx.routed, ctx.held = routed, [log, versions, *routed.values()]
+    ctx.routed, ctx.last = routed, {"log": log, "versions": versions}
+    ctx.held = [log, versions, *routed.values(), *([moved] if moved is not None else [])]
     return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
+
+
+def _moved(ctx: _Context, changed: DataFrame | None) -> DataFrame | None:
+    """The nodes whose events changed since the last pass, if few enough for `_renewed` (else None)."""
+    if changed is None or ctx.last is None:
+        return None
+    moved = _cut(changed.select("node").distinct())
+    count = bsp.rows(moved)
+    if count > RENEW_SHARE * ctx.overlay.ring.n:
+        bsp.release(moved)
+        return None
+    _log.info(f"this pass derives anew only what the events of {count:,} nodes decide")
+    return moved
+
+
+def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The log, versions and derived events, anew only where the nodes that `moved` decide them: a
+    node's log and versions follow from its events alone, its keep-alive declarations from its
+    versions, a repair's outcome from the asker's log and the asked node's versions, a leave's notices
+    from the leaver's versions. The rest is the last pass's log and versions, and of the events this
+    pass was given (the last pass's derived events) those of each kind that no moved node decides."""
+    log = _cut(_without(ctx.last["log"], moved, "node")
+               .unionByName(_fold(ctx, _among(events, moved, "node"))))
+    versions = _cut(_without(ctx.last["versions"], moved, "node")
+                    .unionByName(_versions(_among(log, moved, "node"))))
+    starts = log.filter(F.col("kind") == "repair_start")
+    asked = _among(starts, moved, "node").unionByName(_without(_among(starts, moved, "b"), moved, "node"))
+    kind = F.col("kind")
+    made = (_without(events.filter(kind == PROBE), moved, "node")
+            .unionByName(_keepalive_events(ctx, _among(versions, moved, "node"), moved))
+            .unionByName(_without(events.filter(kind.isin(MERGE, LEAF)), moved, "node", "other"))
+            .unionByName(_repair_events(ctx, asked, versions))
+            .unionByName(_without(events.filter(kind == LEAVE), moved, "other"))
+            .unionByName(_leave_events(ctx, versions, moved)))
+    return log, versions, made
+
+
+def _cut(frame: DataFrame) -> DataFrame:
+    """The frame computed once and kept (until released), with no size estimate."""
+    return bsp.sizeless(frame.localCheckpoint())
+
+
+def _among(frame: DataFrame, nodes: DataFrame | None, col: str) -> DataFrame:
+    """The rows whose `col` is one of `nodes` (all rows if None: every node)."""
+    return frame if nodes is None else frame.join(F.broadcast(nodes.withColumnRenamed("node", col)), col,
+                                                  "left_semi")
+
+
+def _without(frame: DataFrame, nodes: DataFrame, *cols: str) -> DataFrame:
+    """The rows none of whose `cols` is one of `nodes`."""
+    for col in cols:
+        frame = frame.join(F.broadcast(nodes.withColumnRenamed("node", col)), col, "left_anti")
+    return frame
 
 
 def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict[str, DataFrame]:
@@ -418,9 +484,10 @@ def _versions(log: DataFrame) -> DataFrame:
 
 # ---------------------------------------------------------------- keep-alives
 
-def _keepalive_events(ctx: _Context, versions: DataFrame) -> DataFrame:
-    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks."""
-    pairs = _crashed_members(ctx, versions)
+def _keepalive_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
+    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks
+    (of the nodes `among` only, if given, and `versions` theirs)."""
+    pairs = _crashed_members(ctx, versions, among)
     ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -430,21 +497,22 @@ def _keepalive_events(ctx: _Context, versions: DataFrame) -> DataFrame:
     return pairs.mapInPandas(_, EVENT_SCHEMA)
 
 
-def _members(ctx: _Context, versions: DataFrame) -> DataFrame:
+def _members(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
     """(x, t_from, t_to, j, y): member y at place j of node x's leaf set from t_from to t_to, for every
-    node: its versions, or its converged leaf set for all time if it has none."""
+    node (or those `among`): its versions, or its converged leaf set for all time if it has none."""
     changed = versions.select(F.col("node").alias("x"), "t_from", "t_to",
                               F.posexplode("vleaf").alias("j", "y"))
-    still = (ctx.overlay.state.join(versions.select(F.col("node").alias(ID)).distinct(), ID, "left_anti")
+    with_versions = versions.select(F.col("node").alias(ID)).distinct()
+    still = (_among(ctx.overlay.state, among, ID).join(with_versions, ID, "left_anti")
              .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
                      F.posexplode("leaf").alias("j", "y")))
     return changed.unionByName(still)
 
 
-def _crashed_members(ctx: _Context, versions: DataFrame) -> DataFrame:
+def _crashed_members(ctx: _Context, versions: DataFrame, among: DataFrame | None) -> DataFrame:
     """`_members` whose member crashes."""
     crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
-    return _members(ctx, versions).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
+    return _members(ctx, versions, among).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
 
 
 def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
@@ -553,11 +621,12 @@ def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.n
 
 # ---------------------------------------------------------------- graceful leaves
 
-def _leave_notices(ctx: _Context, versions: DataFrame) -> DataFrame:
-    """(y, t, ord, x, t_a): leaver y at t tells member x (place ord) of its leaf set then; x hears at t_a."""
+def _leave_notices(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
+    """(y, t, ord, x, t_a): leaver y (of those `among`, if given) at t tells member x (place ord) of its
+    leaf set then; x hears at t_a."""
     ring_bc, proc = ctx.ring_bc, ctx.timers.proc_ms
     conv = ctx.overlay.state.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
-    leaving = ctx.leavers.filter(F.col("t") < ctx.until)   # nothing at or after the end happens
+    leaving = _among(ctx.leavers.filter(F.col("t") < ctx.until), among, "y")   # nothing at or after the end
     read = bsp.as_of(leaving, "y", "t", versions).join(conv, "y")
     told = read.select("y", "t", F.posexplode(F.coalesce("vleaf", "conv")).alias("ord", "x"))
 
@@ -569,9 +638,9 @@ def _leave_notices(ctx: _Context, versions: DataFrame) -> DataFrame:
     return told.mapInPandas(_, "y long, t double, ord int, x long, t_a double")
 
 
-def _leave_events(ctx: _Context, versions: DataFrame) -> DataFrame:
+def _leave_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
     """The leave notices as events at their receivers: each declares the leaver failed there."""
-    return (_leave_notices(ctx, versions).filter(F.col("t_a") < ctx.until)
+    return (_leave_notices(ctx, versions, among).filter(F.col("t_a") < ctx.until)
             .select(F.col("x").alias("node"), F.col("t_a").alias("t"), F.lit(MESSAGE).alias("prio"),
                     F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), "ord",
                     F.lit(LEAVE).alias("kind"), F.col("y").alias("other"),
