@@ -27,8 +27,9 @@ every lookup, one hop per superstep of `bsp.run`, each hop reading its node's ve
 time (`bsp.as_of`). The passes repeat until one derives the events it was given
 (`bsp.fixed_point`): as every event follows what caused it by a positive delay, each pass fixes at
 least the earliest event the last one had wrong, and the fixed point is the sequential run's from any
-start. The run starts from the fixed point of the maintenance alone (no lookups). A pass routes
-again only the lookups whose reads of node state changed (`_lookups_now`).
+start. The run starts from the fixed point of the maintenance alone (no lookups). A pass whose
+events changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes again
+only the lookups whose reads of node state changed (`_lookups_now`).
 
 **Exact, and where not.** Events at one node at the same time are ordered as a sequential
 simulation that handles messages before timers and timers in the order they were set would order
