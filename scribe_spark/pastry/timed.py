@@ -316,19 +316,22 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
     versions, a repair's outcome from the asker's log and the asked node's versions, a leave's notices
     from the leaver's versions. The rest is the last pass's log and versions, and of the events this
     pass was given (the last pass's derived events) those of each kind that no moved node decides."""
+    parts = events.sparkSession.sparkContext.defaultParallelism * 4   # unions add up partitions: merged
     log = _cut(_without(ctx.last["log"], moved, "node")
-               .unionByName(_fold(ctx, _among(events, moved, "node"))))
+               .unionByName(_fold(ctx, _among(events, moved, "node"))).coalesce(parts))
     versions = _cut(_without(ctx.last["versions"], moved, "node")
-                    .unionByName(_versions(_among(log, moved, "node"))))
+                    .unionByName(_versions(_among(log, moved, "node"))).coalesce(parts))
     starts = log.filter(F.col("kind") == "repair_start")
     asked = _among(starts, moved, "node").unionByName(_without(_among(starts, moved, "b"), moved, "node"))
-    kind = F.col("kind")
-    made = (_without(events.filter(kind == PROBE), moved, "node")
-            .unionByName(_keepalive_events(ctx, _among(versions, moved, "node"), moved))
-            .unionByName(_without(events.filter(kind.isin(MERGE, LEAF)), moved, "node", "other"))
+    # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
+    # node, repair outcomes by asker and asked node, leave notices by their leaver
+    at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
+    kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
+            .filter(((kind == PROBE) & ~at) | (kind.isin(MERGE, LEAF) & ~at & ~of) | ((kind == LEAVE) & ~of))
+            .drop("_node_moved", "_other_moved"))
+    made = (kept.unionByName(_keepalive_events(ctx, _among(versions, moved, "node"), moved))
             .unionByName(_repair_events(ctx, asked, versions))
-            .unionByName(_without(events.filter(kind == LEAVE), moved, "other"))
-            .unionByName(_leave_events(ctx, versions, moved)))
+            .unionByName(_leave_events(ctx, versions, moved)).coalesce(parts))
     return log, versions, made
 
 
@@ -341,6 +344,13 @@ def _among(frame: DataFrame, nodes: DataFrame | None, col: str) -> DataFrame:
     """The rows whose `col` is one of `nodes` (all rows if None: every node)."""
     return frame if nodes is None else frame.join(F.broadcast(nodes.withColumnRenamed("node", col)), col,
                                                   "left_semi")
+
+
+def _flagged(frame: DataFrame, nodes: DataFrame, col: str) -> DataFrame:
+    """The frame with a column `_<col>_moved`: whether `col` is one of `nodes`."""
+    flag = F.broadcast(nodes.select(F.col("node").alias("_m"), F.lit(True).alias(f"_{col}_moved")))
+    return (frame.join(flag, F.col(col) == F.col("_m"), "left").drop("_m")
+            .fillna(False, subset=[f"_{col}_moved"]))
 
 
 def _without(frame: DataFrame, nodes: DataFrame, *cols: str) -> DataFrame:
