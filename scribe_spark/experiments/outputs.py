@@ -316,8 +316,8 @@ PASTRY_TIMED = {t.name: t for t in (
                                            "node), per live node and second"),
           ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the three above) per live node "
                                                  "and second"),
-          ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (sizes: the experiment's page) "
-                                                  "per live node and second")),
+          ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
+                                                  "notes) per live node and second")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
                      "end)",

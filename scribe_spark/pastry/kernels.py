@@ -472,8 +472,9 @@ def _rows_of(vals: np.ndarray, offs: np.ndarray, rows: np.ndarray) -> tuple[np.n
 def _rare_cases(ring: Ring, khi, klo, at: np.ndarray, l: np.ndarray,
                 known: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """The rare-case rule for many messages at once: per message, among the nodes its node knows
-    (`known`: (node, message) pairs), those sharing at least l digits with the key and numerically
-    closer to it than the node, the closest (ties: the smaller id); -1 where there is none."""
+    (`known`: pairs of arrays, the nodes and the message each is known for), those sharing at least
+    l digits with the key and numerically closer to it than the node, the closest (ties: the smaller
+    id); -1 where there is none."""
     node = np.concatenate([k[0] for k in known]).astype(np.int64)
     msg = np.concatenate([k[1] for k in known])
     keep = node >= 0

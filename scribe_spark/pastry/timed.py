@@ -72,7 +72,7 @@ BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler 
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
 MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply", "leave")   # maintenance messages
 TICKS_AT_ONCE = 1_000_000   # probe ticks expanded at once to bin them: memory stays bounded
-RENEW_SHARE = 0.2   # a pass derives only what changed when its events changed at fewer nodes than this share
+RENEW_SHARE = 0.2   # a pass whose events changed at fewer nodes than this share renews only what they decide
 
 EVENT_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),      # where it happens
@@ -239,18 +239,21 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                    bin_ms=bin_ms)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none, quiet = _empty(spark, EVENT_SCHEMA), _empty(spark, LOOKUP_SCHEMA)
+    ends: list[DataFrame] = []   # each loop's last events, cached
     try:
         # the maintenance alone first: its fixed point is a far better start than no events at all,
         # on which every lookup would route as if nobody knew of any departure and time out at each
         # dead node it meets; any start leads to the same fixed point (`bsp.fixed_point`)
         settled, first = bsp.fixed_point("timed pastry maintenance", none,
                                          lambda ev, _p, ch: _pass(ctx, ev, ch, quiet), bound)
+        ends.append(settled.events)
         last, passes = bsp.fixed_point("timed pastry", settled.events,
                                        lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
                                        changed=none)   # the same events as the maintenance's last pass
+        ends.append(last.events)
         return _result(ctx, last, first + passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
-        for frame in (*ctx.held, ctx.crashed, ctx.leavers, start):
+        for frame in (*ctx.held, *ends, ctx.crashed, ctx.leavers, start):
             bsp.release(frame)
         ctx.crash_bc.unpersist()
 
@@ -303,7 +306,7 @@ def _moved(ctx: _Context, changed: DataFrame | None) -> DataFrame | None:
         return None
     moved = _cut(changed.select("node").distinct())
     count = bsp.rows(moved)
-    if count > RENEW_SHARE * ctx.overlay.ring.n:
+    if count >= RENEW_SHARE * ctx.overlay.ring.n:
         bsp.release(moved)
         return None
     _log.info(f"this pass derives anew only what the events of {count:,} nodes decide")
@@ -375,7 +378,7 @@ def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict
                                                                      _state_hash().alias("now"))
         moved = now.filter(F.col("state") != F.col("now")).select("lid").distinct()
         # cut once: the todo list and each of the four tables below read it
-        kept = bsp.sizeless(before["done"].select("lid").join(moved, "lid", "left_anti").localCheckpoint())
+        kept = _cut(before["done"].select("lid").join(moved, "lid", "left_anti"))
         ctx.held.append(kept)
     todo = lookups.join(kept, "lid", "left_anti") if kept is not None else lookups
     fresh = _route(ctx, todo, versions).emitted
@@ -385,7 +388,7 @@ def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict
         now = fresh.get(name, _empty(lookups.sparkSession, schema))
         if kept is not None:
             now = before[name].join(kept, "lid").unionByName(now)
-        out[name] = bsp.sizeless(now.localCheckpoint())
+        out[name] = _cut(now)
     return out
 
 
@@ -561,6 +564,8 @@ def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.nd
         rows.append(live)
         ticks.append(s)
         k[live] += 1
+    if not rows:   # no rows at all
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
     row, tick = np.concatenate(rows), np.concatenate(ticks)
     order = np.argsort(row, kind="stable")   # each row's ticks were found in time order
     return row[order], tick[order]
