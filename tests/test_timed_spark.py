@@ -81,6 +81,40 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
     assert "keep-alive 3 s: 4 crash" in summary and "keep-alive 6 s: 4 crash" in summary
 
 
+@pytest.mark.slow
+def test_passes_that_renew_only_what_moved_nodes_decide_give_the_reference_run(spark, tmp_path, monkeypatch):
+    """The tiny run with every pass after the first renewing only what the nodes whose events changed
+    decide (whatever their number): the job's check against the sequential reference still passes."""
+    import logging
+
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed
+    from scribe_spark.experiments.run import Run
+    from scribe_spark.pastry.overlay import build_overlay
+    from scribe_spark.streams import stream
+    from scribe_spark.workloads.network import make_ring, shared_network
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
+    routers, matrix = shared_network(p, p.seed)
+    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    overlay = build_overlay(spark, ring, seed=p.seed)
+    monkeypatch.setattr(timed, "RENEW_SHARE", 1.0)
+    said: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = logging.getLogger("scribe_spark.pastry.timed")
+    logger.addHandler(handler)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    try:
+        point = pastry_timed.Point(p.mean_session_s[0], p.keepalive_s[0])
+        done = pastry_timed._point(p, Run("pastry_timed", p, tmp_path), ring, overlay, point)   # checks
+    finally:
+        logger.removeHandler(handler)
+        overlay.unpersist()
+    renewing = [line for line in said if "derives anew only" in line]
+    assert len(renewing) == done["notes"]["passes"] - 1   # every pass but the maintenance's first
+    assert any(not line.endswith("of 0 nodes decide") for line in renewing)
+
+
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):
     """A chain of events, each one unit after its cause, takes one pass per link and one to confirm."""
     seed = spark.createDataFrame([(0.0,)], "t double")
