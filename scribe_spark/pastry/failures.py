@@ -67,13 +67,18 @@ def repair_bound(ring: Ring, members: np.ndarray, dead: np.ndarray) -> int:
     return -(-h * (d + 1) // (h - d)) + 1
 
 
-def leaf_sides(ring: Ring, me: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Split candidate nodes into (smaller side, larger side), each sorted nearest first."""
+def leaf_sides(ring: Ring, me: int, cand) -> tuple[list[int], list[int]]:
+    """Split distinct candidate nodes into (smaller side, larger side), each sorted nearest first.
+
+    Callers pass a leaf set's few dozen candidates, one node at a time: one array lookup, then plain
+    Python (NumPy's per-call cost exceeds the work).
+    """
+    nodes = np.asarray(cand, dtype=np.int64)
     n = ring.n
-    cw = (ring.pos[cand] - ring.pos[me]) % n          # positions clockwise (towards larger ids)
-    up = cw <= n // 2
-    larger = cand[up][np.argsort(cw[up], kind="stable")]
-    smaller = cand[~up][np.argsort(n - cw[~up], kind="stable")]
+    cw = ((ring.pos[nodes] - ring.pos[me]) % n).tolist()   # positions clockwise (towards larger ids)
+    pairs = list(zip(cw, nodes.tolist()))
+    larger = [v for _c, v in sorted((c, v) for c, v in pairs if c <= n // 2)]
+    smaller = [v for _c, v in sorted((n - c, v) for c, v in pairs if c > n // 2)]
     return smaller, larger
 
 

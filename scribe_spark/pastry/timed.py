@@ -59,6 +59,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from scribe_spark import bsp, ids
 from scribe_spark.columns import ID
 from scribe_spark.pastry import kernels
+from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Overlay
 from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
@@ -458,7 +459,8 @@ def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float
             continue
         if kind == MERGE:
             cands = (set(pred).union(succ, members[a:b]) | {other}) - {x} - set(dead)
-            pred, succ = _nearest_sides(ring, x, cands, half)
+            smaller, larger = leaf_sides(ring, x, list(cands))
+            pred, succ = smaller[:half], larger[:half]
             rows.append((x, "repaired", t, other, -1, -1, [], 0, []))
         else:
             y = int(other)
@@ -474,17 +476,6 @@ def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float
                     rows.append((x, "repair_start", t, y, far[-1], seq, [], 0, []))
         rows.append((x, "version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
     return rows
-
-
-def _nearest_sides(ring: Ring, x: int, cands: set[int], half: int) -> tuple[list[int], list[int]]:
-    """The L/2 nearest candidates on each side of x, nearest first (`failures.leaf_sides`, for the few
-    candidates of one merge: one array lookup, then plain Python)."""
-    nodes = sorted(cands)
-    n, px = ring.n, int(ring.pos[x])
-    cw = ((ring.pos[np.array(nodes, dtype=np.int64)] - px) % n).tolist()
-    up = sorted((c, v) for c, v in zip(cw, nodes) if c <= n // 2)
-    down = sorted((n - c, v) for c, v in zip(cw, nodes) if c > n // 2)
-    return [v for _c, v in down[:half]], [v for _c, v in up[:half]]
 
 
 def _versions(log: DataFrame) -> DataFrame:
