@@ -716,8 +716,9 @@ class PastryTimedParams(AnyProximity):
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",
                                           lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)
-    failure_timeout_s: float = knob(3.0, "a probe or leaf-set request unanswered this long declares its "
-                                         "node failed", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    failure_timeout_s: float = knob(3.0, "a probe, leaf-set or table request unanswered this long "
+                                         "declares its node failed", unit="s", lo=0.0, hi=TIME_MAX_S,
+                                         lo_open=True)
     rto_ms: float = knob(500.0, "a forwarder learns that the node it sent a lookup to is dead this long "
                                 "after sending", unit="ms", lo=0.0, hi=TIME_MAX_MS, lo_open=True)
     hop_ms: float = knob(1.0, "processing time added to every message's link delay", unit="ms", lo=0.0,

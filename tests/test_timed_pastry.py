@@ -235,7 +235,8 @@ def test_equal_times_follow_priorities():
     # a reply arriving at its probe's timer is in time; a hair later it is not
     assert sim(2 * hop, 0.0).run({}, [], 900.0).detections == []
     late = sim(2 * hop - 1e-6, 0.0).run({}, [], 900.0).detections
-    assert len(late) == ring.n * ring.leaf_set and all(t == 2 * hop - 1e-6 for *_, t in late)
+    first = [t for *_, t in late if t == 2 * hop - 1e-6]   # later ones: timed-out table repairs they began
+    assert len(first) == ring.n * ring.leaf_set and min(t for *_, t in late) == 2 * hop - 1e-6
     # a probe arriving at its target's crash time finds it dead
     y = 7
     got = sim(100.0, 0.0).run({y: hop}, [], 900.0).detections
@@ -271,3 +272,33 @@ def test_bad_inputs():
         TimedPastry(small_ring(8, model="matrix", leaf=8), link, PARAMS, phase[:8])
     with pytest.raises(ValueError):
         TimedParams(keepalive_ms=0.0, failure_timeout_ms=1.0, rto_ms=1.0, proc_ms=0.0, lookup_timeout_ms=1.0)
+
+
+def test_a_dead_table_entry_is_refilled_from_the_nearest_entries_of_its_row():
+    """A lookup meets a crashed routing-table entry: the forwarder asks its row's entries nearest first,
+    each for its own entry at that slot, and takes the first live node named, one that fits the slot."""
+    ring, link, phase = matrix_setup(240, 8, seed=5)
+    state = converged(ring)
+    cols = 1 << ring.b
+    # x holds y in row 0 (not in its leaf set), and y is the first hop of x's static route to y's id
+    x, y = next((x, y) for x in range(ring.n) for y in state[x][1][:cols]
+                if y >= 0 and y not in state[x][0] and static_path(ring, state, x, int(ring.hi[y]),
+                                                                    int(ring.lo[y]))[1] == y)
+    s = state[x][1].index(y)
+    t_c = 100.0
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    res = sim.run({y: t_c}, [(t_c + 1.0, x, int(ring.hi[y]), int(ring.lo[y]))], t_c + 2000.0)
+    asks = [(w, t) for node, slot, w, t in res.table_asks if node == x and slot == s]
+    row = [e for e in state[x][1][:cols] if e >= 0 and e != y]
+    # asked in order of link delay from x, among the row's live entries (y's neighbours learn late)
+    assert [w for w, _ in asks] == sorted(row, key=lambda e: (link(x, e), e))[:len(asks)] and asks
+    filled = [(e, t) for node, slot, e, t in res.table_repairs if node == x and slot == s]
+    # the first asked node whose converged entry at s is live and not y gives it
+    named = [state[w][1][s] if s < len(state[w][1]) else -1 for w, _ in asks]
+    assert all(e in (-1, y) for e in named[:-1]) and len(filled) == 1 and filled[0][0] == named[-1]
+    e = filled[0][0]
+    assert kernels.table_slot(ring, ring.hi[[e]], ring.lo[[e]], [x])[1][0] == s and e != y
+    assert res.messages["table_request"] == len(res.table_asks) >= len(asks)
+    assert res.messages["table_reply"] <= res.messages["table_request"]
+    _leaf, rt, _nbr, dead = sim.node_state(x)   # at the end of the run
+    assert rt[s] == e and y in dead and res.lookups[0]["outcome"] == "correct"

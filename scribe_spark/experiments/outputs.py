@@ -312,9 +312,11 @@ PASTRY_TIMED = {t.name: t for t in (
                                                "second"),
           ("leaf_repair_msgs_per_node_s", "1/s", "leaf-set requests and replies sent, per live node and "
                                                  "second"),
+          ("table_repair_msgs_per_node_s", "1/s", "routing-table requests and replies sent (a dead entry "
+                                                  "being refilled), per live node and second"),
           ("leave_msgs_per_node_s", "1/s", "leave notices sent (one to each leaf-set member of a leaving "
                                            "node), per live node and second"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the three above) per live node "
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the four above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second")),

@@ -4,7 +4,8 @@
 law (mean `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a
 share `leave_share` of them: the node tells its leaf set first) or a crash, and the node stays down
 (nobody joins or recovers yet). Leaf-set members probe each other every `keepalive_s`; a
-member unanswered `failure_timeout_s` after a probe is declared failed and the leaf set repaired;
+member unanswered `failure_timeout_s` after a probe is declared failed and the leaf set repaired,
+and a routing-table entry that names a node declared failed is refilled by asking the entries of its row;
 lookups of random keys from random nodes are issued as a Poisson process of
 `lookups_per_node_s` per node and routed hop by hop at the link delays, a forwarder that sends to
 a dead node learning it `rto_ms` later (`pastry.timed`, docs/model.md, "Simulated time"). With
@@ -40,10 +41,11 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
-         "leave": ("leave",)}
+         "table_repair": ("table_request", "table_reply"), "leave": ("leave",)}
 # message sizes (bytes), for maintenance_bytes_per_node_s: a node handle is a 128-bit id, an IPv4
 # address and a UDP port; every message carries IPv4 and UDP headers, its type and its sender's handle;
-# a leaf-set reply adds a count and |L| handles (counted full); the others carry nothing more
+# a leaf-set reply adds a count and |L| handles (counted full); a table request the slot (row and column,
+# a byte each), a table reply the slot and a handle (zero for an empty entry); the others nothing more
 HANDLE_BYTES = 16 + 4 + 2
 HEADER_BYTES = 20 + 8 + 1 + HANDLE_BYTES
 KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
@@ -130,7 +132,8 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
                          bin_ms=1000.0 * p.bin_s, leaves=gone.leaves)
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
-            f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired")
+            f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
+            f"{len(got.table_repairs):,} table entries refilled")
     if p.check:
         _check(p, at, run, ring, gone, lookups, got)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
@@ -187,7 +190,11 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
                             ((y, x, t) for y, x, _c, t in ref.detections)),
              "repair requests": (zip(*(got.repair_starts[c] for c in ("node", "failed", "asked", "t"))),
                                  ref.repair_starts),
-             "repairs": (zip(got.repairs.node, got.repairs.t), ref.repairs)}
+             "repairs": (zip(got.repairs.node, got.repairs.t), ref.repairs),
+             "table requests": (zip(*(got.table_asks[c] for c in ("node", "slot", "asked", "t"))),
+                                ref.table_asks),
+             "table repairs": (zip(*(got.table_repairs[c] for c in ("node", "slot", "entry", "t"))),
+                               ref.table_repairs)}
     differ += [name for name, (a, b) in pairs.items() if sorted(a) != sorted(b)]
     if got.messages != ref.messages:
         differ.append("message counts")
@@ -223,8 +230,9 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
 
 
 def message_bytes(kind: str, leaf_set: int) -> int:
-    """A maintenance message's size in bytes (HEADER_BYTES, and a leaf-set reply's handles)."""
-    return HEADER_BYTES + (1 + leaf_set * HANDLE_BYTES if kind == "leaf_reply" else 0)
+    """A maintenance message's size in bytes: HEADER_BYTES and what its kind carries."""
+    extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "table_request": 2, "table_reply": 2 + HANDLE_BYTES}
+    return HEADER_BYTES + extra.get(kind, 0)
 
 
 def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:

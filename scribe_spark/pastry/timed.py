@@ -1,43 +1,47 @@
-"""Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set repair and lookups.
+"""Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set and table repair, lookups.
 
-**The model** (times in ms). Every node starts from the converged state. Nodes crash at given
-times and stay down; a node that leaves gracefully at a given time first sends a notice to every
-member of its leaf set, each of which declares it failed on the notice's arrival. A message from
-u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms
-(k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes every member of its leaf set, and
-a member whose reply has not come back failure_timeout_ms after the tick, and that is still in x's
-leaf set then, is declared failed. Declaring y failed at x (once per pair) drops y from x's leaf
-set, routing table and neighbourhood set; if y was in the
-leaf set, x asks the farthest member z of that side (else of the other side) for its leaf set,
-merges the reply (its leaf set, the reply and z, without the nodes it knows dead: the L/2 nearest
-of each side) when it arrives, and declares z failed if no reply came back failure_timeout_ms after
-asking. A lookup is routed hop by hop by the routing rule on the state of the node it is at, at
-the time it is there (a side short of L/2 reads as padded with its farthest member); a forwarder
-that sends to a node dead on arrival learns it rto_ms after sending, declares it failed and routes
-again. A lookup is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its
-node dies while it waits; delivered, it is correct when it ends at the live node numerically
-closest to its key at that time. Nothing at or after `until_ms` happens.
+**The model** (times in ms). Every node starts from the converged state. Nodes crash at given times
+and stay down; a node that leaves gracefully at a given time first sends a notice to every member of
+its leaf set, each of which declares it failed on the notice's arrival. A message from u to v sent
+at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms (k = 0, 1, ...;
+`keepalive_phase`); at each tick a live x probes every member of its leaf set, and a member whose
+reply has not come back failure_timeout_ms after the tick, and that is still in x's leaf set then,
+is declared failed. Declaring y failed at x (once per pair) drops y from x's leaf set, routing table
+and neighbourhood set; if y was in the leaf set, x asks the farthest member z of that side (else of
+the other side) for its leaf set, merges the reply (its leaf set, the reply and z, without the nodes
+it knows dead: the L/2 nearest of each side) when it arrives, and declares z failed if no reply came
+back failure_timeout_ms after asking. If y was in the routing table, at slot s of row r, x asks w,
+the entry of row r nearest to it by link delay (ties to the lower number) that it has not asked for
+s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
+failure_timeout_ms naming a node x does not know dead, while slot s is still empty, fills it, any
+other reply makes x ask the next one, and no reply declares w failed, then x asks the next one. A
+lookup is routed hop by hop by the routing rule on the state of the node it is at, at the time it is
+there (a side short of L/2 reads as padded with its farthest member); a forwarder that sends to a
+node dead on arrival learns it rto_ms after sending, declares it failed and routes again. A lookup
+is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its node dies while it
+waits; delivered, it is correct when it ends at the live node numerically closest to its key at that
+time. Nothing at or after `until_ms` happens.
 
-**How time is cut.** Not in windows: each message carries its own clock, and every node's state is
-a list of versions, each in force from the time of the event that made it (a declaration or a leaf
-set merged) to the next. A pass derives all events from the versions the events before it imply:
-the keep-alive detections in closed form per (node, version, crashed member), the repair replies by
-reading the asked node's version at the request's arrival, and the lookups' timeouts by routing
-every lookup, one hop per superstep of `bsp.run`, each hop reading its node's version at the hop's
-time (`bsp.as_of`). The passes repeat until one derives the events it was given
-(`bsp.fixed_point`): as every event follows what caused it by a positive delay, each pass fixes at
-least the earliest event the last one had wrong, and the fixed point is the sequential run's from any
-start. The run starts from the fixed point of the maintenance alone (no lookups). A pass whose
-events changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes again
-only the lookups whose reads of node state changed (`_lookups_now`).
+**How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
+list of versions, each in force from the time of the event that made it (a declaration, a leaf set
+merged or a table slot refilled) to the next. A pass derives all events from the versions the events
+before it imply: the keep-alive detections in closed form per (node, version, crashed member), the
+leaf-set and table repair replies by reading the asked node's version at the request's arrival, and
+the lookups' timeouts by routing every lookup, one hop per superstep of `bsp.run`, each hop reading
+its node's version at the hop's time (`bsp.as_of`). The passes repeat until one derives the events
+it was given (`bsp.fixed_point`): as every event follows what caused it by a positive delay, each
+pass fixes at least the earliest event the last one had wrong, and the fixed point is the sequential
+run's from any start. The run starts from the fixed point of the maintenance alone (no lookups). A
+pass whose events changed at few nodes derives anew only what those nodes decide (`_renewed`), and
+routes again only the lookups whose reads of node state changed (`_lookups_now`).
 
-**Exact, and where not.** Events at one node at the same time are ordered as a sequential
-simulation that handles messages before timers and timers in the order they were set would order
-them (a tick reads the state after every other event at its time). Different events that meet at
-one node at exactly the same time by coincidence of link delays are ordered by kind only; with
-delays drawn from continuous laws that has probability zero. failure_timeout_ms must exceed every
-round trip, or live nodes are declared failed at a tick whose probe is answered late; the run does
-not model that case (the experiment `pastry_timed` refuses such a timeout before it starts).
+**Exact, and where not.** Events at one node at the same time are ordered as a sequential simulation
+that handles messages before timers and timers in the order they were set would order them (a tick
+reads the state after every other event at its time). Different events that meet at one node at
+exactly the same time by coincidence of link delays are ordered by kind only; with delays drawn from
+continuous laws that has probability zero. failure_timeout_ms must exceed every round trip, or live
+nodes are declared failed at a tick whose probe is answered late; the run does not model that case
+(the experiment `pastry_timed` refuses such a timeout before it starts).
 """
 from __future__ import annotations
 
@@ -68,10 +72,14 @@ _log = logging.getLogger(__name__)
 
 # event kinds: a leaf-set reply merged, or what a declaration came from
 MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
+# a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event
+TABLE, TABLE_FAIL, RT = "table", "table_fail", "rt"
+TIMERS_PER_EVENT = 4   # at most three timers start in one handler: a timer's order is event * this + its own
 MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
 BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
-MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply", "leave")   # maintenance messages
+MAINTENANCE = ("probe", "probe_reply", "leaf_request", "leaf_reply", "table_request", "table_reply",
+               "leave")   # maintenance messages
 TICKS_AT_ONCE = 1_000_000   # probe ticks expanded at once to bin them: memory stays bounded
 RENEW_SHARE = 0.2   # a pass whose events changed at fewer nodes than this share renews only what they decide
 
@@ -88,14 +96,20 @@ EVENT_SCHEMA = T.StructType([
 ])
 LOG_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),
-    T.StructField("kind", T.StringType(), False),    # version, detected, repair_start, repaired
+    # version, detected, repair_start, repaired, table_ask, table_repaired
+    T.StructField("kind", T.StringType(), False),
     T.StructField("t", T.DoubleType(), False),
-    T.StructField("a", T.LongType(), False),         # detected, repair_start: the failed node; repaired: z
-    T.StructField("b", T.LongType(), False),         # repair_start: the node asked
-    T.StructField("seq", T.IntegerType(), False),    # version, repair_start: place in the handling order
+    # detected, repair_start: the failed node; repaired: z; table_ask, table_repaired: the slot
+    T.StructField("a", T.LongType(), False),
+    # repair_start, table_ask: the node asked; table_repaired: the entry
+    T.StructField("b", T.LongType(), False),
+    # version: place in the handling order; repair_start, table_ask: the order of its timer (`_Node._order`)
+    T.StructField("seq", T.IntegerType(), False),
     T.StructField("leaf", NODES, False),             # version: predecessors then successors, nearest first
     T.StructField("npred", T.IntegerType(), False),
     T.StructField("dead", NODES, False),             # version: the nodes known dead
+    T.StructField("fslot", T.ArrayType(T.IntegerType(), False), False),   # version: refilled table slots,
+    T.StructField("fnode", NODES, False),                                 # and the node in each
 ])
 LOOKUP_SCHEMA = T.StructType([
     T.StructField("lid", T.LongType(), False),
@@ -187,6 +201,8 @@ class TimedRun:
     messages: Counter          # sent over the run, by kind: MAINTENANCE and lookup (hops, retries)
     maintenance: pd.DataFrame  # t_ms (a bin's start) and one column per MAINTENANCE kind: sent in the bin
     passes: int
+    table_asks: pd.DataFrame    # node, slot, asked, t: routing-table requests
+    table_repairs: pd.DataFrame  # node, slot, entry, t: routing-table entries refilled
 
 
 @dataclass
@@ -287,8 +303,9 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
     if moved is None:
         log = _cut(_fold(ctx, events))
         versions = _cut(_versions(log))
-        starts = log.filter(F.col("kind") == "repair_start")
-        made = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, starts, versions))
+        made = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, _logged(log, "repair_start"),
+                                                                            versions))
+                .unionByName(_table_events(ctx, _logged(log, "table_ask"), versions))
                 .unionByName(_leave_events(ctx, versions)))
     else:
         log, versions, made = _renewed(ctx, events, moved)
@@ -325,18 +342,29 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
                .unionByName(_fold(ctx, _among(events, moved, "node"))).coalesce(parts))
     versions = _cut(_without(ctx.last["versions"], moved, "node")
                     .unionByName(_versions(_among(log, moved, "node"))).coalesce(parts))
-    starts = log.filter(F.col("kind") == "repair_start")
-    asked = _among(starts, moved, "node").unionByName(_without(_among(starts, moved, "b"), moved, "node"))
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
     # node, repair outcomes by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
+    asked = kind.isin(MERGE, LEAF, TABLE, TABLE_FAIL)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
-            .filter(((kind == PROBE) & ~at) | (kind.isin(MERGE, LEAF) & ~at & ~of) | ((kind == LEAVE) & ~of))
+            .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of))
             .drop("_node_moved", "_other_moved"))
     made = (kept.unionByName(_keepalive_events(ctx, _among(versions, moved, "node"), moved))
-            .unionByName(_repair_events(ctx, asked, versions))
+            .unionByName(_repair_events(ctx, _asked(log, "repair_start", moved), versions))
+            .unionByName(_table_events(ctx, _asked(log, "table_ask", moved), versions))
             .unionByName(_leave_events(ctx, versions, moved)).coalesce(parts))
     return log, versions, made
+
+
+def _logged(log: DataFrame, kind: str) -> DataFrame:
+    """The log's rows of one kind."""
+    return log.filter(F.col("kind") == kind)
+
+
+def _asked(log: DataFrame, kind: str, moved: DataFrame) -> DataFrame:
+    """The requests of a kind that a moved node sent or was sent (node: the asker, b: the asked)."""
+    sent = _logged(log, kind)
+    return _among(sent, moved, "node").unionByName(_without(_among(sent, moved, "b"), moved, "node"))
 
 
 def _cut(frame: DataFrame) -> DataFrame:
@@ -419,7 +447,18 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
         if held is not None and held.num_rows:
             yield _fold_nodes(ring, crash, until, held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
-    return events.repartition(parts, "node").sortWithinPartitions(*order).mapInArrow(_, LOG_SCHEMA)
+    return (events.unionByName(_tables(ctx, events)).repartition(parts, "node").sortWithinPartitions(*order)
+            .mapInArrow(_, LOG_SCHEMA))
+
+
+def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
+    """The routing table of each node with events, as an event before all others (kind RT)."""
+    nodes = events.select("node").distinct()
+    return (ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("members"))
+            .join(nodes, "node", "left_semi")
+            .select("node", F.lit(-math.inf).alias("t"), F.lit(0).alias("prio"),
+                    F.lit(-math.inf).alias("set_t"), F.lit(0).alias("set_by"), F.lit(0).alias("ord"),
+                    F.lit(RT).alias("kind"), F.lit(-1).cast(T.LongType()).alias("other"), "members"))
 
 
 def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pa.RecordBatch,
@@ -450,41 +489,152 @@ def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
 def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float,
                events: Iterator[tuple], members: list[int]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model); each
-    event is (t, kind, other, a, b), its members being members[a:b]."""
-    half = ring.leaf_set // 2
-    pred, succ, dead = leaf[:half], leaf[half:], []
-    rows = [(x, "version", -math.inf, -1, -1, -1, pred + succ, len(pred), [])]   # seq -1: before every event
+    event is (t, kind, other, a, b), its members being members[a:b]. The first is its table (RT)."""
+    node = _Node(ring, x, leaf)
     for seq, (t, kind, other, a, b) in enumerate(events):
         if t >= until or t_crash <= t:
             continue
+        if kind == RT:
+            node.table = members[a:b]
+        elif node.handle(seq, t, kind, int(other), members[a:b]):
+            node.version()
+    return node.rows
+
+
+class _Node:
+    """One node's state while it handles its events, and the log of what it did."""
+
+    def __init__(self, ring: Ring, x: int, leaf: list[int]) -> None:
+        self.ring, self.x, self.half = ring, x, ring.leaf_set // 2
+        self.pred, self.succ = leaf[:self.half], leaf[self.half:]
+        self.table: list[int] = []            # the routing table it started with (-1 empty)
+        self.fills: dict[int, int] = {}       # slot -> the node a table repair put there
+        self.dead: list[int] = []
+        self.known_dead: set[int] = set()
+        self.asking: dict[int, int] = {}      # slot -> the node asked for it now
+        self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
+        self.t, self.seq, self.timers = -math.inf, -1, 0
+        self.rows: list[tuple] = []
+        self.version()   # seq -1: before every event
+
+    def handle(self, seq: int, t: float, kind: str, other: int, members: list[int]) -> bool:
+        """Handle one event; whether it changed the state others read (a new version)."""
+        self.t, self.seq, self.timers = t, seq, 0
         if kind == MERGE:
-            cands = (set(pred).union(succ, members[a:b]) | {other}) - {x} - set(dead)
-            smaller, larger = leaf_sides(ring, x, list(cands))
-            pred, succ = smaller[:half], larger[:half]
-            rows.append((x, "repaired", t, other, -1, -1, [], 0, []))
-        else:
-            y = int(other)
-            if (kind == PROBE and y not in pred and y not in succ) or y in dead:
-                continue
-            dead.append(y)
-            side = pred if y in pred else succ if y in succ else None
-            rows.append((x, "detected", t, y, -1, -1, [], 0, []))
-            if side is not None:
-                side.remove(y)
-                far = side if side else (succ if side is pred else pred)
-                if far:
-                    rows.append((x, "repair_start", t, y, far[-1], seq, [], 0, []))
-        rows.append((x, "version", t, -1, -1, seq, pred + succ, len(pred), list(dead)))
-    return rows
+            return self._merge(other, members)
+        if kind == TABLE:
+            return self._table_reply(other, *members)
+        if kind == TABLE_FAIL:
+            return self._table_fail(other, members[0])
+        if kind == PROBE and other not in self.pred and other not in self.succ:
+            return False
+        return self._declare(other)
+
+    def version(self) -> None:
+        """Log the state now in force."""
+        slots = sorted(self.fills)
+        self.rows.append((self.x, "version", self.t, -1, -1, self.seq, self.pred + self.succ, len(self.pred),
+                          list(self.dead), slots, [self.fills[s] for s in slots]))
+
+    def _log(self, kind: str, a: int, b: int, seq: int = -1) -> None:
+        """Log a detection, a repair begun or done."""
+        self.rows.append((self.x, kind, self.t, a, b, seq, [], 0, [], [], []))
+
+    def _order(self) -> int:
+        """The order of a timer this handler starts, among all timers of this node set at this time."""
+        self.timers += 1
+        return self.seq * TIMERS_PER_EVENT + self.timers - 1
+
+    def _merge(self, z: int, members: list[int]) -> bool:
+        """z's leaf set arrived: keep the L/2 nearest of each side among all known live candidates."""
+        cands = (set(self.pred).union(self.succ, members) | {z}) - {self.x} - self.known_dead
+        smaller, larger = leaf_sides(self.ring, self.x, list(cands))
+        self.pred, self.succ = smaller[:self.half], larger[:self.half]
+        self._log("repaired", z, -1)
+        return True
+
+    def _declare(self, y: int) -> bool:
+        """Declare y failed: drop it, repair its leaf-set side and its table entry (False: known already)."""
+        if y in self.known_dead:
+            return False
+        self.dead.append(y)
+        self.known_dead.add(y)
+        side = self.pred if y in self.pred else self.succ if y in self.succ else None
+        self._log("detected", y, -1)
+        if side is not None:
+            side.remove(y)
+            far = side if side else (self.succ if side is self.pred else self.pred)
+            if far:
+                self._log("repair_start", y, far[-1], self._order())
+        slot = self._slot_of(y)
+        if slot is not None:
+            self.fills.pop(slot, None)
+            self.asked[slot] = set()
+            self._ask(slot)
+        return True
+
+    def _slot_of(self, y: int) -> int | None:
+        """The table slot naming y, if any (a node fits one slot only)."""
+        for s, e in self.fills.items():
+            if e == y:
+                return s
+        try:
+            s = self.table.index(y)
+        except ValueError:
+            return None
+        return None if s in self.fills else s
+
+    def _entry(self, s: int) -> int:
+        """The table entry at slot s now (-1: empty or known dead)."""
+        e = self.fills.get(s, self.table[s] if s < len(self.table) else -1)
+        return -1 if e in self.known_dead else e
+
+    def _ask(self, s: int) -> None:
+        """Ask the nearest entry not yet asked, of slot s's row or of the first row after it with one."""
+        cols = 1 << self.ring.b
+        for r in range(s // cols, len(self.table) // cols):
+            row = [e for e in map(self._entry, range(r * cols, (r + 1) * cols))
+                   if e >= 0 and e not in self.asked[s]]
+            if row:
+                d = self.ring.prox.dist(np.full(len(row), self.x), np.asarray(row, np.int64)).tolist()
+                w = min(zip(map(float, d), row))[1]
+                self.asked[s].add(w)
+                self.asking[s] = w
+                self._log("table_ask", s, w, self._order())
+                return
+        self.asked.pop(s, None)
+
+    def _table_reply(self, w: int, s: int, e: int) -> bool:
+        """w's entry for slot s arrived: taken if usable and the slot still empty, else ask on."""
+        if self.asking.get(s) != w:
+            return False
+        del self.asking[s]
+        if e >= 0 and e != self.x and e not in self.known_dead and self._entry(s) == -1:
+            self.fills[s] = e
+            self.asked.pop(s, None)
+            self._log("table_repaired", s, e)
+            return True
+        self._ask(s)
+        return False
+
+    def _table_fail(self, w: int, s: int) -> bool:
+        """No answer from w for slot s: w is failed, and x asks on."""
+        if self.asking.get(s) != w:
+            return False
+        del self.asking[s]
+        declared = self._declare(w)
+        self._ask(s)
+        return declared
 
 
 def _versions(log: DataFrame) -> DataFrame:
-    """Each node's states with the interval each was in force: node, t_from, t_to, vleaf, npred, dead."""
+    """Each node's states with the interval each was in force: node, t_from, t_to, vleaf, npred, dead and
+    the table slots refilled (fslot, fnode)."""
     w = Window.partitionBy("node").orderBy("t", "seq")   # versions made at one time: the last one holds
     return (log.filter(F.col("kind") == "version")
             .select("node", F.col("t").alias("t_from"),
                     F.coalesce(F.lead("t").over(w), F.lit(math.inf)).alias("t_to"),
-                    F.col("leaf").alias("vleaf"), "npred", "dead"))
+                    F.col("leaf").alias("vleaf"), "npred", "dead", "fslot", "fnode"))
 
 
 # ---------------------------------------------------------------- keep-alives
@@ -590,18 +740,7 @@ def _first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.
 
 def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> DataFrame:
     """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed."""
-    ring_bc, crash_bc, tm, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until
-    schema = "x long, t double, seq int, z long, t_a double, t_r double, replies boolean"
-
-    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ring, crash = ring_bc.value, crash_bc.value
-        for df in frames:
-            x, z, t = df.node.to_numpy(np.int64), df.b.to_numpy(np.int64), df.t.to_numpy(np.float64)
-            t_a, t_r, replies = _request_times(ring, crash, tm, until, x, z, t)
-            yield pd.DataFrame({"x": x, "t": t, "seq": df.seq.to_numpy(np.int32), "z": z, "t_a": t_a,
-                                "t_r": t_r, "replies": replies})
-    timed = starts.mapInPandas(_, schema)
-    read = bsp.as_of(timed, "z", "t_a", versions)
+    read = bsp.as_of(_requests(ctx, starts), "z", "t_a", versions)
     conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
     read = read.join(conv, "z")
     merged = (read.filter("replies")
@@ -609,13 +748,53 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.lit(0).alias("ord"),
                       F.lit(MERGE).alias("kind"), F.col("z").alias("other"),
                       F.coalesce("vleaf", "conv").alias("members")))
-    fd = tm.failure_timeout_ms
+    fd = ctx.timers.failure_timeout_ms
     silent = (read.filter(~F.col("replies") | (F.col("t_r") > F.col("t") + fd))
               .select(F.col("x").alias("node"), (F.col("t") + fd).alias("t"), F.lit(TIMER).alias("prio"),
                       F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
                       F.lit(LEAF).alias("kind"), F.col("z").alias("other"),
                       F.array().cast(NODES).alias("members")))
     return merged.unionByName(silent).filter(F.col("t") < ctx.until)
+
+
+def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
+    """Requests logged as (node, t, a, b, seq): from x = node to z = b at t, its arrival t_a, the reply's t_r,
+    and whether z replies (a: what the request is about; seq: its timer's order)."""
+    ring_bc, crash_bc, tm, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until
+    schema = "x long, t double, seq int, a long, z long, t_a double, t_r double, replies boolean"
+
+    def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        ring, crash = ring_bc.value, crash_bc.value
+        for df in frames:
+            x, z, t = df.node.to_numpy(np.int64), df.b.to_numpy(np.int64), df.t.to_numpy(np.float64)
+            t_a, t_r, replies = _request_times(ring, crash, tm, until, x, z, t)
+            yield pd.DataFrame({"x": x, "t": t, "seq": df.seq.to_numpy(np.int32),
+                                "a": df.a.to_numpy(np.int64), "z": z, "t_a": t_a, "t_r": t_r,
+                                "replies": replies})
+    return starts.mapInPandas(_, schema)
+
+
+def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFrame:
+    """Each table request's outcome at its asker: the asked node's entry at the slot (members: slot, entry)
+    if the reply comes in time, else a timeout (members: slot) that declares the asked node failed."""
+    read = bsp.as_of(_requests(ctx, asks), "z", "t_a", versions)
+    read = read.join(ctx.overlay.state.select(F.col(ID).alias("z"), F.col("rt").alias("zrt")), "z")
+    slot = F.col("a").cast(T.IntegerType())
+    entry = F.coalesce(F.try_element_at(_fills(), slot), F.try_element_at("zrt", slot + 1), F.lit(-1))
+    entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
+    fd = ctx.timers.failure_timeout_ms
+    in_time = F.col("replies") & (F.col("t_r") <= F.col("t") + fd)
+    replied = (read.filter(in_time)
+               .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
+                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.lit(0).alias("ord"),
+                       F.lit(TABLE).alias("kind"), F.col("z").alias("other"),
+                       F.array(F.col("a"), entry.cast(T.LongType())).alias("members")))
+    silent = (read.filter(~in_time)
+              .select(F.col("x").alias("node"), (F.col("t") + fd).alias("t"), F.lit(TIMER).alias("prio"),
+                      F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
+                      F.lit(TABLE_FAIL).alias("kind"), F.col("z").alias("other"),
+                      F.array(F.col("a")).alias("members")))
+    return replied.unionByName(silent).filter(F.col("t") < ctx.until)
 
 
 def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
@@ -667,12 +846,15 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     # the neighbourhood set only where the rule needs them, when that entry is -1
     none = F.array().cast(NODES)
     dead = F.coalesce("dead", none)
-    entry = F.coalesce(F.try_element_at("rt", F.col("slot") + 1), F.lit(-1))
+    fills = _fills()
+    entry = F.coalesce(F.try_element_at(fills, F.col("slot")), F.try_element_at("rt", F.col("slot") + 1),
+                       F.lit(-1))
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
+    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), e))
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
                F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
-               entry.alias("entry"),
-               *(F.when(entry >= 0, none).otherwise(F.col(c)).alias(c) for c in ("rt", "nbr"))]
+               entry.alias("entry"), F.when(entry >= 0, none).otherwise(table).alias("rt"),
+               F.when(entry >= 0, none).otherwise(F.col("nbr")).alias("nbr")]
 
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
@@ -687,6 +869,12 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
                    unsized=True)
 
 
+def _fills() -> Column:
+    """A version's refilled table slots as a map slot -> node (empty for the converged state)."""
+    return F.map_from_arrays(F.coalesce("fslot", F.array().cast(T.ArrayType(T.IntegerType()))),
+                             F.coalesce("fnode", F.array().cast(NODES)))
+
+
 def _reads(f: DataFrame) -> DataFrame:
     """The states the superstep's lookups read: where, when and the state's hash."""
     return f.filter(F.col("read_at") >= 0).select("lid", F.col("read_at").alias("at"),
@@ -694,9 +882,9 @@ def _reads(f: DataFrame) -> DataFrame:
 
 
 def _state_hash() -> Column:
-    """A hash of the version read: its leaf set, the split and the nodes known dead (all null, the
-    converged state, hash to one constant)."""
-    return F.xxhash64("vleaf", "npred", "dead")
+    """A hash of the version read: its leaf set, the split, the nodes known dead and the table slots
+    refilled (all null, the converged state, hash to one constant)."""
+    return F.xxhash64("vleaf", "npred", "dead", "fslot", "fnode")
 
 
 def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
@@ -915,24 +1103,31 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     detections = log[log.kind == "detected"].rename(columns={"a": "failed", "node": "detector"})
     starts = log[log.kind == "repair_start"].rename(columns={"a": "failed", "b": "asked"})
     repairs = log[log.kind == "repaired"]
-    messages, maintenance = _messages(ctx, last, starts)
+    asks = log[log.kind == "table_ask"].rename(columns={"a": "slot", "b": "asked"})
+    filled = log[log.kind == "table_repaired"].rename(columns={"a": "slot", "b": "entry"})
+    messages, maintenance = _messages(ctx, last, {"leaf": starts, "table": asks})
     return TimedRun(done.drop(columns="t_issue"),
                     detections[["failed", "detector", "t"]].reset_index(drop=True),
                     starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
-                    repairs[["node", "t"]].reset_index(drop=True), messages, maintenance, passes)
+                    repairs[["node", "t"]].reset_index(drop=True), messages, maintenance, passes,
+                    asks[["node", "slot", "asked", "t"]].reset_index(drop=True),
+                    filled[["node", "slot", "entry", "t"]].reset_index(drop=True))
 
 
-def _messages(ctx: _Context, last: bsp.Pass, starts: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:
-    """Messages sent by kind: in all, lookups included, and maintenance per bin by sending time."""
+def _messages(ctx: _Context, last: bsp.Pass, asks: dict[str, pd.DataFrame]) -> tuple[Counter, pd.DataFrame]:
+    """Messages sent by kind: in all, lookups included, and maintenance per bin by sending time; `asks`
+    holds the leaf-set and the table requests (node, asked, t)."""
     bins = _Bins(ctx.until, ctx.bin_ms)
     probes, replies = _probe_counts(ctx, last.frames["versions"], bins)
-    x, z = starts.node.to_numpy(np.int64), starts.asked.to_numpy(np.int64)
-    t = starts.t.to_numpy(np.float64)
-    t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until, x, z, t)
     left = _leave_notices(ctx, last.frames["versions"]).select("t").toPandas().t.to_numpy(np.float64)
-    binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies,
-                           "leaf_request": bins.count(t), "leaf_reply": bins.count(t_a[answered]),
-                           "leave": bins.count(left)})
+    binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies})
+    for kind, sent in asks.items():
+        x, z = sent.node.to_numpy(np.int64), sent.asked.to_numpy(np.int64)
+        t = sent.t.to_numpy(np.float64)
+        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until,
+                                             x, z, t)
+        binned[f"{kind}_request"], binned[f"{kind}_reply"] = bins.count(t), bins.count(t_a[answered])
+    binned["leave"] = bins.count(left)
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
     total = Counter({kind: int(binned[kind].sum()) for kind in MAINTENANCE})
     total["lookup"] = lookup

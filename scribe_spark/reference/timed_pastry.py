@@ -12,9 +12,9 @@ dead, and a reply arriving at the very time its timer expires counts as in time.
 `until_ms` are not processed.
 
 **Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
-message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply, leave,
-lookup (also a LOOKUP sent to a dead node). A reply is sent only when its request's arrival is processed,
-so a probe arriving at or after `until_ms` has no reply counted.
+message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply,
+table_request, table_reply, leave, lookup (also a LOOKUP sent to a dead node). A reply is sent
+only when its request's arrival is processed, so a probe arriving at or after `until_ms` has no reply counted.
 
 **State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
 `routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
@@ -36,6 +36,7 @@ simulator does not check it.
 x adds y to the nodes it knows dead, drops y from its leaf set (the other members of that side
 keep their order, and the side is one shorter), empties every routing-table entry naming y and
 drops y from its neighbourhood set; the detection (y, x, y's crash time or None, t) is logged. If y
+was in the routing table, x starts that entry's repair (below, after the leaf set's). If y
 was in the leaf set, x starts a repair: it sends a LEAF_REQUEST to z, the farthest member of the
 leaf set's side that held y (the farthest of the other side if that one is now empty; no repair if
 the leaf set is empty), and sets a timer T_fd later. A live z answers at once with a LEAF_REPLY
@@ -43,6 +44,19 @@ holding a copy of its leaf set. If no reply to that request has arrived by the t
 failed, which may start another repair. Until the repair lands, the routing rule reads a short
 side padded with its farthest remaining member (or the node itself if none is left), so the range
 test keeps that side's bound, as in the failure model of the untimed experiments.
+
+**Routing-table repair.** Declaring y failed empties the routing-table entry (r, c) naming y (a node
+fits one entry only), and x starts that entry's repair: it sends a TABLE_REQUEST for (r, c) to the
+entry of its row r that is nearest to it by link delay (ties to the lower node number), among the
+non-empty entries it has not asked in this repair; if row r has none left, the same in row r + 1,
+and so on to the last row (those nodes share the first r digits with x too, so their entry (r, c)
+is one x may hold); with no one left to ask the entry stays empty. It sets a timer T_fd later. A
+live asked node w answers at once with a TABLE_REPLY holding its own entry (r, c) (-1 if empty).
+If the reply arrives before the timer, names a node (not x, not one x knows dead) and the entry is
+still empty, x puts that node there and the repair ends (logged as (x, slot, node, t), the slot
+being r 2^b + c); any other reply makes x ask the next node as above. If no reply has arrived by
+the timer, x declares w failed (which empties w's own entry and starts its repair) and asks the
+next node. A late reply is ignored.
 
 **Repair.** On a LEAF_REPLY from z, a live x takes the candidates (its leaf set, the reply and z,
 without x and the nodes it knows dead), puts each on the side of x it is nearer on by ring
@@ -111,6 +125,8 @@ class TimedResult:
     messages: Counter
     leaf: list[list[int]] = field(default_factory=list)        # every node's leaf set at the end
     sent_at: dict[str, list[float]] = field(default_factory=dict)   # send times by kind (not lookups)
+    table_asks: list[tuple[int, int, int, float]] = field(default_factory=list)     # (node, slot, asked, t)
+    table_repairs: list[tuple[int, int, int, float]] = field(default_factory=list)  # (node, slot, entry, t)
 
 
 @dataclass
@@ -122,6 +138,7 @@ class _Node:
     rt: list[int]
     nbr: list[int]
     known_dead: set[int]
+    asked: dict[int, set[int]] = field(default_factory=dict)  # slot -> the nodes asked in its repair
 
     @property
     def leaf(self) -> list[int]:
@@ -196,7 +213,7 @@ class TimedPastry:
             t, _prio, _seq, handler, args = heapq.heappop(self.heap)
             handler(t, *args)
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
-                           self.leaf_sets(), dict(self.sent_at))
+                           self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs)
 
     def _reset(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
@@ -214,6 +231,7 @@ class TimedPastry:
         self.messages: Counter = Counter()
         self.sent_at: defaultdict[str, list[float]] = defaultdict(list)
         self.detections, self.repairs, self.repair_starts = [], [], []
+        self.table_asks, self.table_repairs = [], []
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
         self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
@@ -299,11 +317,15 @@ class TimedPastry:
         side = node.pred if y in node.pred else node.succ if y in node.succ else None
         if side is not None:
             side.remove(y)
+        slots = [s for s, e in enumerate(node.rt) if e == y]
         node.rt = [-1 if e == y else e for e in node.rt]
         node.nbr = [m for m in node.nbr if m != y]
         self.detections.append((y, x, self.crash_at.get(y), t))
         if side is not None:
             self._start_repair(x, y, side is node.pred, t)
+        for s in slots:
+            node.asked[s] = set()
+            self._ask_table(x, s, t)
 
     # ------------------------------------------------------------ leaf-set repair
 
@@ -351,6 +373,60 @@ class TimedPastry:
         self.pending.discard(rid)
         if self.alive[x] and not answered:
             self.declare_failed(x, z, t)
+
+    # ------------------------------------------------------------ routing-table repair
+
+    def _ask_table(self, x: int, s: int, t: float) -> None:
+        """x asks the next node for its entry at slot s (nearest unasked entry of row r, then r + 1, ...)."""
+        node = self.nodes[x]
+        w = self._table_candidate(x, s)
+        if w is None:
+            node.asked.pop(s, None)
+            return
+        node.asked[s].add(w)
+        rid = self._new_id()
+        self.pending.add(rid)
+        self.table_asks.append((x, s, w, t))
+        self._send("table_request", x, w, t, self._on_table_request, x, w, s, rid)
+        self._push(t + self.params.failure_timeout_ms, TIMER, self._table_timeout, x, w, s, rid)
+
+    def _table_candidate(self, x: int, s: int) -> int | None:
+        """The nearest non-empty entry not yet asked for slot s, in s's row or the first row after it
+        that has one; None if there is none."""
+        node, cols = self.nodes[x], 1 << self.ring.b
+        for r in range(s // cols, len(node.rt) // cols):
+            row = [e for e in node.rt[r * cols:(r + 1) * cols] if e >= 0 and e not in node.asked[s]]
+            if row:
+                return min(row, key=lambda e: (float(self.link(x, e)), e))
+        return None
+
+    def _on_table_request(self, t: float, x: int, w: int, s: int, rid: int) -> None:
+        """A live w answers at once with its entry at slot s (-1 if empty)."""
+        if self.alive[w]:
+            rt = self.nodes[w].rt
+            entry = rt[s] if s < len(rt) else -1
+            self._send("table_reply", w, x, t, self._on_table_reply, x, s, rid, entry)
+
+    def _on_table_reply(self, t: float, x: int, s: int, rid: int, entry: int) -> None:
+        """A live x takes the entry if it names a node it may use while its own is empty; else asks on."""
+        if not self.alive[x] or rid not in self.pending:
+            return   # a reply after its timer: the repair went on without it
+        self.pending.discard(rid)
+        node = self.nodes[x]
+        if entry >= 0 and entry != x and entry not in node.known_dead and node.rt[s] == -1:
+            node.rt[s] = entry
+            node.asked.pop(s, None)
+            self.table_repairs.append((x, s, entry, t))
+        else:
+            self._ask_table(x, s, t)
+
+    def _table_timeout(self, t: float, x: int, w: int, s: int, rid: int) -> None:
+        """No table reply from w yet: w is failed, and x asks the next node."""
+        answered = rid not in self.pending
+        self.pending.discard(rid)
+        if self.alive[x] and not answered:
+            self.declare_failed(x, w, t)
+            self._ask_table(x, s, t)
 
     # ------------------------------------------------------------ lookups
 
