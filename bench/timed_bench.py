@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,6 +88,7 @@ def main() -> int:
     passes = _Passes()
     logging.getLogger("scribe_spark.bsp").addHandler(passes)
     logging.getLogger("scribe_spark.bsp").setLevel(logging.INFO)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # the workers need this environment's packages
     from pyspark.sql import SparkSession
 
     from scribe_spark.pastry import timed
