@@ -10,10 +10,12 @@ is declared failed. Declaring y failed at x (once per pair) drops y from x's lea
 and neighbourhood set; if y was in the leaf set, x asks the farthest member z of that side (else of
 the other side) for its leaf set, merges the reply (its leaf set, the reply and z, without the nodes
 it knows dead: the L/2 nearest of each side) when it arrives, and declares z failed if no reply came
-back failure_timeout_ms after asking. If y was in the routing table, at slot s of row r, x asks w,
-the entry of row r nearest to it by link delay (ties to the lower number) that it has not asked for
-s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
-failure_timeout_ms naming a node x does not know dead, while slot s is still empty, fills it, any
+back failure_timeout_ms after asking. If a lookup found y dead and y was in the routing table, at
+slot s of row r, x repairs that entry (lazily: entries emptied by other declarations stay empty): it
+asks w, the entry of row r nearest to it by link delay (ties to the lower number) that it has not
+asked for s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
+failure_timeout_ms naming a node other than x that x does not know dead, while slot s is still
+empty, fills it, any
 other reply makes x ask the next one, and no reply declares w failed, then x asks the next one. A
 lookup is routed hop by hop by the routing rule on the state of the node it is at, at the time it is
 there (a side short of L/2 reads as padded with its farthest member); a forwarder that sends to a
@@ -75,6 +77,9 @@ MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
 # a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event
 TABLE, TABLE_FAIL, RT = "table", "table_fail", "rt"
 TIMERS_PER_EVENT = 4   # at most three timers start in one handler: a timer's order is event * this + its own
+# a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
+# failure_timeout_ms they fire together, in that order)
+AFTER_HANDLER = 2**31 - 1
 MESSAGE, TIMER = 1, 2          # priorities at equal times: messages before timers
 BY_HANDLER, BY_TICK = 0, 1     # timers set at one time: those set by a handler before those set by a tick
 ISSUED, HOP, TIMEOUT = 0, 1, 2   # how a lookup came to its node: issued there, by a hop, after a timeout
@@ -528,7 +533,7 @@ class _Node:
             return self._table_fail(other, members[0])
         if kind == PROBE and other not in self.pred and other not in self.succ:
             return False
-        return self._declare(other)
+        return self._declare(other, by_lookup=kind == LOOKUP)
 
     def version(self) -> None:
         """Log the state now in force."""
@@ -553,8 +558,9 @@ class _Node:
         self._log("repaired", z, -1)
         return True
 
-    def _declare(self, y: int) -> bool:
-        """Declare y failed: drop it, repair its leaf-set side and its table entry (False: known already)."""
+    def _declare(self, y: int, by_lookup: bool = False) -> bool:
+        """Declare y failed: drop it, repair its leaf-set side, and its table entry if a lookup found it dead
+        (False: known already)."""
         if y in self.known_dead:
             return False
         self.dead.append(y)
@@ -569,8 +575,9 @@ class _Node:
         slot = self._slot_of(y)
         if slot is not None:
             self.fills.pop(slot, None)
-            self.asked[slot] = set()
-            self._ask(slot)
+            if by_lookup:
+                self.asked[slot] = set()
+                self._ask(slot)
         return True
 
     def _slot_of(self, y: int) -> int | None:
@@ -745,8 +752,8 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
     read = read.join(conv, "z")
     merged = (read.filter("replies")
               .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
-                      F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.lit(0).alias("ord"),
-                      F.lit(MERGE).alias("kind"), F.col("z").alias("other"),
+                      F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
+                      F.col("seq").alias("ord"), F.lit(MERGE).alias("kind"), F.col("z").alias("other"),
                       F.coalesce("vleaf", "conv").alias("members")))
     fd = ctx.timers.failure_timeout_ms
     silent = (read.filter(~F.col("replies") | (F.col("t_r") > F.col("t") + fd))
@@ -786,8 +793,8 @@ def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFr
     in_time = F.col("replies") & (F.col("t_r") <= F.col("t") + fd)
     replied = (read.filter(in_time)
                .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
-                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.lit(0).alias("ord"),
-                       F.lit(TABLE).alias("kind"), F.col("z").alias("other"),
+                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
+                       F.col("seq").alias("ord"), F.lit(TABLE).alias("kind"), F.col("z").alias("other"),
                        F.array(F.col("a"), entry.cast(T.LongType())).alias("members")))
     silent = (read.filter(~in_time)
               .select(F.col("x").alias("node"), (F.col("t") + fd).alias("t"), F.lit(TIMER).alias("prio"),
@@ -799,7 +806,8 @@ def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFr
 
 def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
                    t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Leaf-set requests from x to z sent at t: their arrival, the replies' arrival, whether z replies."""
+    """Requests (leaf-set or table) from x to z sent at t: their arrival, the replies' arrival, whether z
+    replies."""
     t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
     t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
     return t_a, t_r, (crash.at(z) > t_a) & (t_a < until)
@@ -892,8 +900,8 @@ def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
     return (f.filter(F.col("declared") >= 0)
             .select("lid", F.col("at").alias("node"), F.col("t").alias("t"), F.lit(TIMER).alias("prio"),
                     (F.col("t") - rto).alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
-                    F.lit(0).alias("ord"),
-                    F.lit(LOOKUP).alias("kind"), F.col("declared").alias("other"),
+                    F.lit(AFTER_HANDLER).alias("ord"), F.lit(LOOKUP).alias("kind"),
+                    F.col("declared").alias("other"),
                     F.array().cast(NODES).alias("members"))
             .filter(F.col("t") < until))
 

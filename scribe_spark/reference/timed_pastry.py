@@ -36,7 +36,8 @@ simulator does not check it.
 x adds y to the nodes it knows dead, drops y from its leaf set (the other members of that side
 keep their order, and the side is one shorter), empties every routing-table entry naming y and
 drops y from its neighbourhood set; the detection (y, x, y's crash time or None, t) is logged. If y
-was in the routing table, x starts that entry's repair (below, after the leaf set's). If y
+was in the routing table and a lookup found it dead, x starts that entry's repair (below, after
+the leaf set's). If y
 was in the leaf set, x starts a repair: it sends a LEAF_REQUEST to z, the farthest member of the
 leaf set's side that held y (the farthest of the other side if that one is now empty; no repair if
 the leaf set is empty), and sets a timer T_fd later. A live z answers at once with a LEAF_REPLY
@@ -45,18 +46,22 @@ failed, which may start another repair. Until the repair lands, the routing rule
 side padded with its farthest remaining member (or the node itself if none is left), so the range
 test keeps that side's bound, as in the failure model of the untimed experiments.
 
-**Routing-table repair.** Declaring y failed empties the routing-table entry (r, c) naming y (a node
-fits one entry only), and x starts that entry's repair: it sends a TABLE_REQUEST for (r, c) to the
-entry of its row r that is nearest to it by link delay (ties to the lower node number), among the
-non-empty entries it has not asked in this repair; if row r has none left, the same in row r + 1,
-and so on to the last row (those nodes share the first r digits with x too, so their entry (r, c)
-is one x may hold); with no one left to ask the entry stays empty. It sets a timer T_fd later. A
-live asked node w answers at once with a TABLE_REPLY holding its own entry (r, c) (-1 if empty).
-If the reply arrives before the timer, names a node (not x, not one x knows dead) and the entry is
-still empty, x puts that node there and the repair ends (logged as (x, slot, node, t), the slot
-being r 2^b + c); any other reply makes x ask the next node as above. If no reply has arrived by
-the timer, x declares w failed (which empties w's own entry and starts its repair) and asks the
-next node. A late reply is ignored.
+**Routing-table repair**, lazy as in Pastry: only an entry a lookup found dead is refilled.
+Declaring y failed empties the routing-table entry (r, c) naming y (a node fits one entry only); if
+the declaration came from a lookup's timeout, x starts that entry's repair: it sends a TABLE_REQUEST
+for (r, c) to the entry of its row r that is nearest to it by link delay (ties to the lower node
+number), among the non-empty entries it has not asked in this repair; if row r has none left, the
+same in row r + 1, and so on to the last row (those nodes share the first r digits with x too, so
+their entry (r, c) is one x may hold); with no one left to ask the entry stays empty. It sets a
+timer T_fd later. A live asked node w answers at once with a TABLE_REPLY holding its own entry (r,
+c) (-1 if empty). If the reply arrives by the timer (at its very time counts), names a node (not x,
+not one x knows dead) and the entry is still empty, x puts that node there and the repair ends
+(logged as (x, slot, node, t), the slot being r 2^b + c); any other reply makes x ask the next node
+as above. If no reply has arrived by the timer, x declares w failed (which empties w's own entry,
+not repaired: no lookup found it dead) and asks the next node. A late reply is ignored. An entry
+emptied by any other declaration (a keep-alive, a leave notice, an unanswered request) stays empty:
+such nodes are mostly leaf-set members, in deep rows whose slot often has no other candidate, and
+the leaf set routes there.
 
 **Repair.** On a LEAF_REPLY from z, a live x takes the candidates (its leaf set, the reply and z,
 without x and the nodes it knows dead), puts each on the side of x it is nearer on by ring
@@ -308,8 +313,9 @@ class TimedPastry:
         if self.alive[x] and not answered and y in self.nodes[x].leaf:
             self.declare_failed(x, y, t)
 
-    def declare_failed(self, x: int, y: int, t: float) -> None:
-        """x learns at t that y failed: forgets it and, if y was a leaf-set member, starts a repair."""
+    def declare_failed(self, x: int, y: int, t: float, by_lookup: bool = False) -> None:
+        """x learns at t that y failed: forgets it and, if y was a leaf-set member, starts a repair; if a
+        lookup found y dead, also the repair of the routing-table entry that named y."""
         node = self.nodes[x]
         if y in node.known_dead:
             return   # a second timeout on y (e.g. two lookups sent there at once) teaches x nothing
@@ -323,7 +329,7 @@ class TimedPastry:
         self.detections.append((y, x, self.crash_at.get(y), t))
         if side is not None:
             self._start_repair(x, y, side is node.pred, t)
-        for s in slots:
+        for s in slots if by_lookup else ():
             node.asked[s] = set()
             self._ask_table(x, s, t)
 
@@ -487,7 +493,7 @@ class TimedPastry:
         if not self.alive[u]:
             self._finish(lid, "lost", -1, t)
             return
-        self.declare_failed(u, v, t)
+        self.declare_failed(u, v, t, by_lookup=True)
         self.lookups[lid]["timeouts"] += 1
         self._step(t, lid, u)
 
