@@ -1,7 +1,8 @@
 """Benchmark: Pastry in simulated time (`pastry.timed`) at growing sizes, optionally against the reference.
 
     .venv/bin/python bench/timed_bench.py 1000 10000 [--duration-s 600] [--mean-session-s 3600]
-                                          [--lookups-per-node-s 0.01] [--check] [--master local[2]]
+                                          [--lookups-per-node-s 0.01] [--check] [--no-table-repair]
+                                          [--master local[2]]
 
 For each N: nodes on a transit-stub network (the library's default router graph, seed 1), every
 node converged at time 0; each node crashes at an exponential time of mean `--mean-session-s`
@@ -65,13 +66,11 @@ def workload(n: int, duration_s: float, mean_session_s: float, rate: float):
     return ring, crashes, lookups, until
 
 
-def check(ring, crashes, lookups, until, got) -> tuple[float, bool]:
+def check(ring, crashes, lookups, until, timers, got) -> tuple[float, bool]:
     """The sequential reference on the same inputs: its wall time and whether it agrees."""
     from scribe_spark.experiments.pastry_timed import Departures, reference_differences
-    from scribe_spark.pastry import timed
     t0 = time.time()
-    differ = reference_differences(ring, timed.Timers(**TIMERS), 0, Departures(crashes, {}), lookups, until,
-                                   until, got)
+    differ = reference_differences(ring, timers, 0, Departures(crashes, {}), lookups, until, until, got)
     return time.time() - t0, not differ
 
 
@@ -82,6 +81,7 @@ def main() -> int:
     ap.add_argument("--mean-session-s", type=float, default=3600.0)
     ap.add_argument("--lookups-per-node-s", type=float, default=0.01)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--no-table-repair", action="store_true", help="table entries found dead stay empty")
     ap.add_argument("--master", default="local[2]")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -105,15 +105,16 @@ def main() -> int:
         t0 = time.time()
         overlay = build_overlay(spark, ring)
         built = time.time() - t0
-        got = timed.simulate(overlay, crashes, lookups, timed.Timers(**TIMERS), until)
+        timers = timed.Timers(**TIMERS, table_repair=not a.no_table_repair)
+        got = timed.simulate(overlay, crashes, lookups, timers, until)
         took = time.time() - t0
         outcomes = got.lookups.outcome.value_counts().to_dict()
         line = (f"N={n:,} simulated {a.duration_s:.0f}s crashes={len(crashes):,} lookups={len(lookups):,}: "
                 f"{took:.1f}s (overlay {built:.1f}s), {got.passes} passes "
                 f"[{' '.join(f'{s:.1f}' for s in passes.seconds)}], detections={len(got.detections):,} "
-                f"repairs={len(got.repairs):,} outcomes={outcomes}")
+                f"repairs={len(got.repairs):,} table refills={len(got.table_repairs):,} outcomes={outcomes}")
         if a.check:
-            ref_s, same = check(ring, crashes, lookups, until, got)
+            ref_s, same = check(ring, crashes, lookups, until, timers, got)
             ok &= same
             line += f"; reference {ref_s:.1f}s, {'same' if same else 'DIFFERENT'}"
         print(line, flush=True)

@@ -723,6 +723,8 @@ class PastryTimedParams(AnyProximity):
                                 "after sending", unit="ms", lo=0.0, hi=TIME_MAX_MS, lo_open=True)
     hop_ms: float = knob(1.0, "processing time added to every message's link delay", unit="ms", lo=0.0,
                          hi=DELAY_MAX_MS, lo_open=True)
+    table_repair: str = knob("lazy", "lazy: a routing-table entry a lookup found dead is refilled by asking "
+                                     "the entries of its row; none: it stays empty", choices=("lazy", "none"))
     lookup_timeout_s: float = knob(60.0, "a lookup not delivered this long after its issue is lost",
                                    unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     check: bool = knob(True, "also run the sequential reference simulation on the same inputs and stop if "

@@ -1,6 +1,7 @@
 """The sequential timed Pastry (keep-alives, failure detection, leaf-set repair, lookups) by closed forms."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -302,3 +303,7 @@ def test_a_dead_table_entry_is_refilled_from_the_nearest_entries_of_its_row():
     assert res.messages["table_reply"] <= res.messages["table_request"]
     _leaf, rt, _nbr, dead = sim.node_state(x)   # at the end of the run
     assert rt[s] == e and y in dead and res.lookups[0]["outcome"] == "correct"
+    # without table repair the entry stays empty and no table message is sent
+    off = TimedPastry(ring, link, dataclasses.replace(PARAMS, table_repair=False), phase)
+    res = off.run({y: t_c}, [(t_c + 1.0, x, int(ring.hi[y]), int(ring.lo[y]))], t_c + 2000.0)
+    assert off.node_state(x)[1][s] == -1 and not res.table_asks and res.messages["table_request"] == 0

@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
-from scribe_spark.pastry import timed
+from scribe_spark.pastry import kernels, timed
 from tests.helpers import ROOT, small_ring
 
 TINY = ROOT / "conf" / "tiny" / "pastry_timed.toml"
@@ -182,3 +182,33 @@ def test_probes_are_binned_the_same_a_few_rows_at_a_time(monkeypatch):
     one = timed._probes_answered(*args, timed._Bins(9000.0, None), df)
     assert all(np.array_equal(a, b) for a, b in zip(whole, chunked)) and len(whole[0]) == 13
     assert [int(c.sum()) for c in whole] == [int(c[0]) for c in one] and whole[1].sum() < whole[0].sum()
+
+
+def test_a_node_refills_a_table_entry_a_lookup_found_dead_and_only_then():
+    """The fold's table repair, on one node: a lookup's declaration asks the nearest other entry of the row;
+    a usable reply fills the slot and the next version carries it; a keep-alive's declaration, or any
+    declaration with table repair off, asks nobody."""
+    ring = small_ring(60, model="matrix", leaf=8)
+    x = 0
+    leaf = kernels.leaf_sets(ring, np.array([x]))[0].tolist()
+    table = kernels.routing_tables(ring, [x])[0].tolist()
+    slot = kernels.table_slot(ring, ring.hi, ring.lo, np.zeros(ring.n, np.int64))[1]
+    # a row-0 entry outside the leaf set, with another node that fits its slot
+    s = next(i for i, e in enumerate(table[:16]) if e >= 0 and e not in leaf and (slot == i).sum() > 1)
+    y = table[s]
+    row = [e for e in table[:16] if e >= 0 and e != y]
+    nearest = min(row, key=lambda e: (float(ring.prox.dist([x], [e])[0]), e))
+    for kind, repair, asks in ((timed.LOOKUP, True, 1), (timed.LEAVE, True, 0), (timed.LOOKUP, False, 0)):
+        node = timed._Node(ring, x, leaf, repair)
+        node.table = table
+        assert node.handle(0, 10.0, kind, y, [])
+        asked = [(a, b) for _x, k, _t, a, b, *_ in node.rows if k == "table_ask"]
+        assert asked == [(s, nearest)] * asks and node._entry(s) == -1
+    e = next(int(v) for v in np.flatnonzero(slot == s) if v != y)
+    node = timed._Node(ring, x, leaf)
+    node.table = table
+    node.handle(0, 10.0, timed.LOOKUP, y, [])
+    assert not node.handle(1, 15.0, timed.TABLE, y + 1 if y + 1 != nearest else y + 2, [s, e])   # not asked
+    assert node.handle(2, 20.0, timed.TABLE, nearest, [s, e])
+    node.version()
+    assert node._entry(s) == e and node.rows[-1][-2:] == ([s], [e])

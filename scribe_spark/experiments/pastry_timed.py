@@ -84,7 +84,8 @@ class Point:
 def timers(p: PastryTimedParams, at: Point) -> timed.Timers:
     """The protocol's timers at a sweep point, in ms."""
     return timed.Timers(keepalive_ms=1000.0 * at.keepalive_s, failure_timeout_ms=1000.0 * p.failure_timeout_s,
-                        rto_ms=p.rto_ms, proc_ms=p.hop_ms, lookup_timeout_ms=1000.0 * p.lookup_timeout_s)
+                        rto_ms=p.rto_ms, proc_ms=p.hop_ms, lookup_timeout_ms=1000.0 * p.lookup_timeout_s,
+                        table_repair=p.table_repair == "lazy")
 
 
 def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, pd.DataFrame]:
@@ -173,7 +174,8 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
     keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
     asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
-                         rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms)
+                         rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
+                         table_repair=tm.table_repair)
     ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves)
     return _differences(got, ref, width)
 
@@ -400,7 +402,9 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
         "departures graceful leaves, the others crashes; nobody joins or recovers. Failure timeout "
         f"{p.failure_timeout_s:g} s, retransmission timeout {p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; "
         f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s; seed "
-        f"{p.seed}. Every point draws the same uniform numbers (session ends scaled by their mean, the same "
+        f"{p.seed}. Routing-table entries that lookups find dead: "
+        f"{'refilled by asking their row' if p.table_repair == 'lazy' else 'left empty'}. Every point "
+        "draws the same uniform numbers (session ends scaled by their mean, the same "
         f"lookups). {checked}\n\nPoints:{points}\n\n"
         "Lookups are binned by issue time; success = delivered to the live node numerically closest to the "
         "key at delivery. Lookups still in flight at the end count in no share. Messages are binned by "

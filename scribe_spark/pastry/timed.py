@@ -157,6 +157,7 @@ class Timers:
     proc_ms: float
     lookup_timeout_ms: float
     max_attempts: int | None = None   # None: Ring.route_bound
+    table_repair: bool = True   # refill a table entry a lookup found dead (else it stays empty)
 
     def __post_init__(self) -> None:
         """Refuse timings that are not positive: every cause must precede its effect."""
@@ -433,7 +434,7 @@ def _empty(spark, schema: T.StructType) -> DataFrame:
 
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
-    ring_bc, crash_bc, until = ctx.ring_bc, ctx.crash_bc, ctx.until
+    ring_bc, crash_bc, until, repair = ctx.ring_bc, ctx.crash_bc, ctx.until, ctx.timers.table_repair
     parts = events.sparkSession.sparkContext.defaultParallelism
     schema = to_arrow_schema(LOG_SCHEMA)
 
@@ -448,9 +449,9 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
             body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
             held = batch.slice(body)
             if body:
-                yield _fold_nodes(ring, crash, until, batch.slice(0, body), schema)
+                yield _fold_nodes(ring, crash, until, repair, batch.slice(0, body), schema)
         if held is not None and held.num_rows:
-            yield _fold_nodes(ring, crash, until, held, schema)
+            yield _fold_nodes(ring, crash, until, repair, held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
     return (events.unionByName(_tables(ctx, events)).repartition(parts, "node").sortWithinPartitions(*order)
             .mapInArrow(_, LOG_SCHEMA))
@@ -466,9 +467,10 @@ def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
                     F.lit(RT).alias("kind"), F.lit(-1).cast(T.LongType()).alias("other"), "members"))
 
 
-def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pa.RecordBatch,
+def _fold_nodes(ring: Ring, crash: Crashes, until: float, repair: bool, events: pa.RecordBatch,
                 schema: pa.Schema) -> pa.RecordBatch:
-    """The fold of each node's events in a batch holding all of them, each node's in handling order."""
+    """The fold of each node's events in a batch holding all of them, each node's in handling order
+    (`repair`: whether table entries that lookups find dead are refilled)."""
     node = events.column("node").to_numpy()
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
@@ -479,7 +481,7 @@ def _fold_nodes(ring: Ring, crash: Crashes, until: float, events: pa.RecordBatch
     cols = [events.column(c).to_pylist() for c in ("t", "kind", "other")]
     rows: list[tuple] = []
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        rows += _fold_node(ring, int(nodes[g]), leaves[g].tolist(), float(crashed[g]), until,
+        rows += _fold_node(_Node(ring, int(nodes[g]), leaves[g].tolist(), repair), float(crashed[g]), until,
                            zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]), flat)
     return _rows_batch(rows, schema)
 
@@ -491,11 +493,10 @@ def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
                                       schema=schema)
 
 
-def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float,
-               events: Iterator[tuple], members: list[int]) -> list[tuple]:
+def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tuple],
+               members: list[int]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model); each
     event is (t, kind, other, a, b), its members being members[a:b]. The first is its table (RT)."""
-    node = _Node(ring, x, leaf)
     for seq, (t, kind, other, a, b) in enumerate(events):
         if t >= until or t_crash <= t:
             continue
@@ -509,8 +510,8 @@ def _fold_node(ring: Ring, x: int, leaf: list[int], t_crash: float, until: float
 class _Node:
     """One node's state while it handles its events, and the log of what it did."""
 
-    def __init__(self, ring: Ring, x: int, leaf: list[int]) -> None:
-        self.ring, self.x, self.half = ring, x, ring.leaf_set // 2
+    def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True) -> None:
+        self.ring, self.x, self.half, self.repair = ring, x, ring.leaf_set // 2, repair
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
         self.fills: dict[int, int] = {}       # slot -> the node a table repair put there
@@ -533,7 +534,7 @@ class _Node:
             return self._table_fail(other, members[0])
         if kind == PROBE and other not in self.pred and other not in self.succ:
             return False
-        return self._declare(other, by_lookup=kind == LOOKUP)
+        return self._declare(other, by_lookup=self.repair and kind == LOOKUP)
 
     def version(self) -> None:
         """Log the state now in force."""

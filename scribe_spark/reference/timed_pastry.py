@@ -107,6 +107,7 @@ class TimedParams:
     proc_ms: float
     lookup_timeout_ms: float
     max_attempts: int | None = None   # None: 4 * digits + 16, as Ring.route_bound
+    table_repair: bool = True   # refill a routing-table entry a lookup found dead (else it stays empty)
 
     def __post_init__(self) -> None:
         """Refuse timings that are not positive (proc_ms may be 0)."""
@@ -493,7 +494,7 @@ class TimedPastry:
         if not self.alive[u]:
             self._finish(lid, "lost", -1, t)
             return
-        self.declare_failed(u, v, t, by_lookup=True)
+        self.declare_failed(u, v, t, by_lookup=self.params.table_repair)
         self.lookups[lid]["timeouts"] += 1
         self._step(t, lid, u)
 
