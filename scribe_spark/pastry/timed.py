@@ -453,8 +453,9 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
         if held is not None and held.num_rows:
             yield _fold_nodes(ring, crash, until, repair, held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
-    return (events.unionByName(_tables(ctx, events)).repartition(parts, "node").sortWithinPartitions(*order)
-            .mapInArrow(_, LOG_SCHEMA))
+    if repair:   # without table repair a node never reads its table: a declared node's entry reads as empty
+        events = events.unionByName(_tables(ctx, events))
+    return events.repartition(parts, "node").sortWithinPartitions(*order).mapInArrow(_, LOG_SCHEMA)
 
 
 def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
