@@ -309,10 +309,9 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
     if moved is None:
         log = _cut(_fold(ctx, events))
         versions = _cut(_versions(log))
-        made = (_keepalive_events(ctx, versions).unionByName(_repair_events(ctx, _logged(log, "repair_start"),
-                                                                            versions))
-                .unionByName(_table_events(ctx, _logged(log, "table_ask"), versions))
-                .unionByName(_leave_events(ctx, versions)))
+        made = _union(_keepalive_events(ctx, versions),
+                      _repair_events(ctx, _logged(log, "repair_start"), versions),
+                      _table_events(ctx, _logged(log, "table_ask"), versions), _leave_events(ctx, versions))
     else:
         log, versions, made = _renewed(ctx, events, moved)
     routed = _lookups_now(ctx, lookups, versions)
@@ -355,11 +354,20 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
             .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of))
             .drop("_node_moved", "_other_moved"))
-    made = (kept.unionByName(_keepalive_events(ctx, _among(versions, moved, "node"), moved))
-            .unionByName(_repair_events(ctx, _asked(log, "repair_start", moved), versions))
-            .unionByName(_table_events(ctx, _asked(log, "table_ask", moved), versions))
-            .unionByName(_leave_events(ctx, versions, moved)).coalesce(parts))
+    made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
+                  _repair_events(ctx, _asked(log, "repair_start", moved), versions),
+                  _table_events(ctx, _asked(log, "table_ask", moved), versions),
+                  _leave_events(ctx, versions, moved)).coalesce(parts)
     return log, versions, made
+
+
+def _union(*frames: DataFrame | None) -> DataFrame:
+    """The rows of all the frames given (None: none)."""
+    given = [f for f in frames if f is not None]
+    out = given[0]
+    for frame in given[1:]:
+        out = out.unionByName(frame)
+    return out
 
 
 def _logged(log: DataFrame, kind: str) -> DataFrame:
@@ -783,9 +791,12 @@ def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
     return starts.mapInPandas(_, schema)
 
 
-def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFrame:
+def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFrame | None:
     """Each table request's outcome at its asker: the asked node's entry at the slot (members: slot, entry)
-    if the reply comes in time, else a timeout (members: slot) that declares the asked node failed."""
+    if the reply comes in time, else a timeout (members: slot) that declares the asked node failed (None
+    without table repair: no node asks)."""
+    if not ctx.timers.table_repair:
+        return None
     read = bsp.as_of(_requests(ctx, asks), "z", "t_a", versions)
     read = read.join(ctx.overlay.state.select(F.col(ID).alias("z"), F.col("rt").alias("zrt")), "z")
     slot = F.col("a").cast(T.IntegerType())
