@@ -15,14 +15,13 @@ slot s of row r, x repairs that entry (lazily: entries emptied by other declarat
 asks w, the entry of row r nearest to it by link delay (ties to the lower number) that it has not
 asked for s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
 failure_timeout_ms naming a node other than x that x does not know dead, while slot s is still
-empty, fills it, any
-other reply makes x ask the next one, and no reply declares w failed, then x asks the next one. A
-lookup is routed hop by hop by the routing rule on the state of the node it is at, at the time it is
-there (a side short of L/2 reads as padded with its farthest member); a forwarder that sends to a
-node dead on arrival learns it rto_ms after sending, declares it failed and routes again. A lookup
-is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its node dies while it
-waits; delivered, it is correct when it ends at the live node numerically closest to its key at that
-time. Nothing at or after `until_ms` happens.
+empty, fills it, any other reply makes x ask the next one, and no reply declares w failed, then x
+asks the next one. A lookup is routed hop by hop by the routing rule on the state of the node it is
+at, at the time it is there (a side short of L/2 reads as padded with its farthest member); a
+forwarder that sends to a node dead on arrival learns it rto_ms after sending, declares it failed
+and routes again. A lookup is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or
+when its node dies while it waits; delivered, it is correct when it ends at the live node
+numerically closest to its key at that time. Nothing at or after `until_ms` happens.
 
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
@@ -76,7 +75,7 @@ _log = logging.getLogger(__name__)
 MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
 # a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event
 TABLE, TABLE_FAIL, RT = "table", "table_fail", "rt"
-TIMERS_PER_EVENT = 4   # at most three timers start in one handler: a timer's order is event * this + its own
+TIMERS_PER_EVENT = 4   # more timers than one handler starts: a timer's order is event * this + its own
 # a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
 # failure_timeout_ms they fire together, in that order)
 AFTER_HANDLER = 2**31 - 1
