@@ -32,9 +32,12 @@ the lookups' timeouts by routing every lookup, one hop per superstep of `bsp.run
 its node's version at the hop's time (`bsp.as_of`). The passes repeat until one derives the events
 it was given (`bsp.fixed_point`): as every event follows what caused it by a positive delay, each
 pass fixes at least the earliest event the last one had wrong, and the fixed point is the sequential
-run's from any start. The run starts from the fixed point of the maintenance alone (no lookups). A
-pass whose events changed at few nodes derives anew only what those nodes decide (`_renewed`), and
-routes again only the lookups whose reads of node state changed (`_lookups_now`).
+run's from any start. The run starts from the fixed point of the maintenance alone (no lookups);
+then each pass with lookups first brings the maintenance to its own fixed point with the lookups'
+declarations as they are (a table repair's chain of requests settles there, a pass per request,
+without routing the lookups again for each), then routes the lookups once on those states. A pass
+whose events changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes
+again only the lookups whose reads of node state changed (`_lookups_now`).
 
 **Exact, and where not.** Events at one node at the same time are ordered as a sequential simulation
 that handles messages before timers and timers in the order they were set would order them (a tick
@@ -223,9 +226,12 @@ class _Context:
     until: float
     max_attempts: int
     bin_ms: float | None
-    routed: dict[str, DataFrame] | None = None   # the last pass's lookups: done, declared, sends, reads
+    bound: int = 1000                            # passes of a loop at most
+    routed: dict[str, DataFrame] | None = None   # the last routing's lookups: done, declared, sends, reads
     last: dict[str, DataFrame] | None = None     # the last pass's log and versions
     held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
+    held_routed: list[DataFrame] = field(default_factory=list)   # the last routing's, released by the next
+    passes: int = 0                              # maintenance passes run (`_maintain`), in every loop
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -258,24 +264,24 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     ctx = _Context(overlay=overlay, crash_bc=spark.sparkContext.broadcast(table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
-                   bin_ms=bin_ms)
+                   bin_ms=bin_ms, bound=bound)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
-    none, quiet = _empty(spark, EVENT_SCHEMA), _empty(spark, LOOKUP_SCHEMA)
+    none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
     try:
         # the maintenance alone first: its fixed point is a far better start than no events at all,
         # on which every lookup would route as if nobody knew of any departure and time out at each
         # dead node it meets; any start leads to the same fixed point (`bsp.fixed_point`)
-        settled, first = bsp.fixed_point("timed pastry maintenance", none,
-                                         lambda ev, _p, ch: _pass(ctx, ev, ch, quiet), bound)
+        settled, _ = bsp.fixed_point("timed pastry maintenance", none,
+                                     lambda ev, _p, ch: _maintain(ctx, ev, ch, None), bound)
         ends.append(settled.events)
-        last, passes = bsp.fixed_point("timed pastry", settled.events,
-                                       lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
-                                       changed=none)   # the same events as the maintenance's last pass
+        last, _ = bsp.fixed_point("timed pastry", settled.events,
+                                  lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
+                                  changed=none)   # the same events as the maintenance's last pass
         ends.append(last.events)
-        return _result(ctx, last, first + passes)
+        return _result(ctx, last, ctx.passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
-        for frame in (*ctx.held, *ends, ctx.crashed, ctx.leavers, start):
+        for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start):
             bsp.release(frame)
         ctx.crash_bc.unpersist()
 
@@ -299,7 +305,27 @@ def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
 # ---------------------------------------------------------------- one pass
 
 def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: DataFrame) -> bsp.Pass:
-    """Derive every event from the states `events` imply: detections, repair replies, lookup timeouts.
+    """Derive every event from the states `events` imply: first the maintenance's to its own fixed point
+    with the lookups' declarations as given (`_maintain`), then the lookups' timeouts on those states.
+
+    A chain of requests (a table repair asking node after node) settles in the inner loop, a pass per
+    request, without routing the lookups again for each.
+    """
+    held = _cut(events.filter(F.col("kind") == LOOKUP))
+    settled, _ = bsp.fixed_point("timed pastry maintenance", events,
+                                 lambda ev, _p, ch: _maintain(ctx, ev, ch, held), ctx.bound, changed=changed)
+    routed = _lookups_now(ctx, lookups, settled.frames["versions"])
+    derived = settled.events.filter(F.col("kind") != LOOKUP).unionByName(routed["declared"].drop("lid"))
+    for frame in ctx.held_routed:   # the routing before's; this one's frames are cut already
+        bsp.release(frame)
+    ctx.routed, ctx.held_routed = routed, [*routed.values(), held, settled.events]
+    return bsp.Pass(derived, {**settled.frames, **routed})
+
+
+def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
+              held: DataFrame | None) -> bsp.Pass:
+    """Derive the maintenance's events from the states `events` imply (detections, leaf-set and table
+    repair replies, leave notices), with the lookups' declarations `held` as they are (None: none).
 
     When few nodes have events that `changed` since the last pass, only what those nodes' events
     decide is derived anew (`_renewed`); the rest is the last pass's.
@@ -313,13 +339,12 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
                       _table_events(ctx, _logged(log, "table_ask"), versions), _leave_events(ctx, versions))
     else:
         log, versions, made = _renewed(ctx, events, moved)
-    routed = _lookups_now(ctx, lookups, versions)
-    derived = made.unionByName(routed["declared"].drop("lid"))
     for frame in ctx.held:   # the pass before's; this pass's frames are cut already
         bsp.release(frame)
-    ctx.routed, ctx.last = routed, {"log": log, "versions": versions}
-    ctx.held = [log, versions, *routed.values(), *([moved] if moved is not None else [])]
-    return bsp.Pass(derived, {"log": log, "versions": versions, **routed})
+    ctx.last = {"log": log, "versions": versions}
+    ctx.held = [log, versions, *([moved] if moved is not None else [])]
+    ctx.passes += 1
+    return bsp.Pass(_union(made, held), {"log": log, "versions": versions})
 
 
 def _moved(ctx: _Context, changed: DataFrame | None) -> DataFrame | None:
@@ -421,7 +446,7 @@ def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict
         moved = now.filter(F.col("state") != F.col("now")).select("lid").distinct()
         # cut once: the todo list and each of the four tables below read it
         kept = _cut(before["done"].select("lid").join(moved, "lid", "left_anti"))
-        ctx.held.append(kept)
+        ctx.held_routed.append(kept)
     todo = lookups.join(kept, "lid", "left_anti") if kept is not None else lookups
     fresh = _route(ctx, todo, versions).emitted
     out = {}
