@@ -53,6 +53,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Callable, Iterator
 
 import numpy as np
@@ -387,11 +388,7 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
 
 def _union(*frames: DataFrame | None) -> DataFrame:
     """The rows of all the frames given (None: none)."""
-    given = [f for f in frames if f is not None]
-    out = given[0]
-    for frame in given[1:]:
-        out = out.unionByName(frame)
-    return out
+    return reduce(DataFrame.unionByName, [f for f in frames if f is not None])
 
 
 def _logged(log: DataFrame, kind: str) -> DataFrame:
@@ -823,8 +820,7 @@ def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFr
         return None
     read = bsp.as_of(_requests(ctx, asks), "z", "t_a", versions)
     read = read.join(ctx.overlay.state.select(F.col(ID).alias("z"), F.col("rt").alias("zrt")), "z")
-    slot = F.col("a").cast(T.IntegerType())
-    entry = F.coalesce(F.try_element_at(_fills(), slot), F.try_element_at("zrt", slot + 1), F.lit(-1))
+    entry = _entry_at(F.col("a").cast(T.IntegerType()), "zrt")
     entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
     fd = ctx.timers.failure_timeout_ms
     in_time = F.col("replies") & (F.col("t_r") <= F.col("t") + fd)
@@ -892,8 +888,7 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     none = F.array().cast(NODES)
     dead = F.coalesce("dead", none)
     fills = _fills()
-    entry = F.coalesce(F.try_element_at(fills, F.col("slot")), F.try_element_at("rt", F.col("slot") + 1),
-                       F.lit(-1))
+    entry = _entry_at(F.col("slot"), "rt")
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
     table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), e))
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
@@ -912,6 +907,12 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
                                   "declared": lambda f: _declared(f, rto, until)})
     return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
                    unsized=True)
+
+
+def _entry_at(slot: Column, rt: str) -> Column:
+    """A version's table entry at `slot`: refilled, else the table `rt` started with (-1: empty); the
+    caller leaves out the nodes known dead."""
+    return F.coalesce(F.try_element_at(_fills(), slot), F.try_element_at(rt, slot + 1), F.lit(-1))
 
 
 def _fills() -> Column:
