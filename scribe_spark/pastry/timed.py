@@ -49,8 +49,10 @@ nodes are declared failed at a tick whose probe is answered late; the run does n
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import math
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
@@ -77,8 +79,9 @@ _log = logging.getLogger(__name__)
 
 # event kinds: a leaf-set reply merged, or what a declaration came from
 MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
-# a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event
-TABLE, TABLE_FAIL, RT = "table", "table_fail", "rt"
+# a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event,
+# and an entry of a node it may ask for a slot, in force from set_t (members: slot, entry; `_books`)
+TABLE, TABLE_FAIL, RT, BOOK = "table", "table_fail", "rt", "book"
 TIMERS_PER_EVENT = 4   # more timers than one handler starts: a timer's order is event * this + its own
 # a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
 # failure_timeout_ms they fire together, in that order)
@@ -337,7 +340,8 @@ def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
         versions = _cut(_versions(log))
         made = _union(_keepalive_events(ctx, versions),
                       _repair_events(ctx, _logged(log, "repair_start"), versions),
-                      _table_events(ctx, _logged(log, "table_ask"), versions), _leave_events(ctx, versions))
+                      _table_events(ctx, _logged(log, "table_ask"), versions), _leave_events(ctx, versions),
+                      _books(ctx, log, events, versions))
     else:
         log, versions, made = _renewed(ctx, events, moved)
     for frame in ctx.held:   # the pass before's; this pass's frames are cut already
@@ -375,14 +379,15 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
     # node, repair outcomes by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
-    asked = kind.isin(MERGE, LEAF, TABLE, TABLE_FAIL)
+    asked = kind.isin(MERGE, LEAF, TABLE, TABLE_FAIL, BOOK)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
             .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of))
             .drop("_node_moved", "_other_moved"))
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
                   _repair_events(ctx, _asked(log, "repair_start", moved), versions),
                   _table_events(ctx, _asked(log, "table_ask", moved), versions),
-                  _leave_events(ctx, versions, moved)).coalesce(parts)
+                  _leave_events(ctx, versions, moved),
+                  _books(ctx, log, events, versions, moved)).coalesce(parts)
     return log, versions, made
 
 
@@ -463,7 +468,7 @@ def _empty(spark, schema: T.StructType) -> DataFrame:
 
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
-    ring_bc, crash_bc, until, repair = ctx.ring_bc, ctx.crash_bc, ctx.until, ctx.timers.table_repair
+    ring_bc, crash_bc, until, tm = ctx.ring_bc, ctx.crash_bc, ctx.until, ctx.timers
     parts = events.sparkSession.sparkContext.defaultParallelism
     schema = to_arrow_schema(LOG_SCHEMA)
 
@@ -478,11 +483,11 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
             body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
             held = batch.slice(body)
             if body:
-                yield _fold_nodes(ring, crash, until, repair, batch.slice(0, body), schema)
+                yield _fold_nodes(_Wire(ring, crash, tm, until), batch.slice(0, body), schema)
         if held is not None and held.num_rows:
-            yield _fold_nodes(ring, crash, until, repair, held, schema)
+            yield _fold_nodes(_Wire(ring, crash, tm, until), held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
-    if repair:   # without table repair a node never reads its table: a declared node's entry reads as empty
+    if tm.table_repair:   # without table repair no node reads its table: a declared entry reads as empty
         events = events.unionByName(_tables(ctx, events))
     return events.repartition(parts, "node").sortWithinPartitions(*order).mapInArrow(_, LOG_SCHEMA)
 
@@ -497,21 +502,30 @@ def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
                     F.lit(RT).alias("kind"), F.lit(-1).cast(T.LongType()).alias("other"), "members"))
 
 
-def _fold_nodes(ring: Ring, crash: Crashes, until: float, repair: bool, events: pa.RecordBatch,
-                schema: pa.Schema) -> pa.RecordBatch:
-    """The fold of each node's events in a batch holding all of them, each node's in handling order
-    (`repair`: whether table entries that lookups find dead are refilled)."""
+@dataclass(frozen=True)
+class _Wire:
+    """What a node's fold reads besides its events: the ring, crash times, the timers and the end."""
+
+    ring: Ring
+    crash: Crashes
+    timers: Timers
+    until: float
+
+
+def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The fold of each node's events in a batch holding all of them, each node's in handling order."""
     node = events.column("node").to_numpy()
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
     nodes = node[starts].astype(np.int64)
-    leaves, crashed = kernels.leaf_sets(ring, nodes), crash.at(nodes)
+    leaves, crashed = kernels.leaf_sets(wire.ring, nodes), wire.crash.at(nodes)
     members = events.column("members")   # most events carry none: sliced only where a merge reads them
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
-    cols = [events.column(c).to_pylist() for c in ("t", "kind", "other")]
+    cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
     rows: list[tuple] = []
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        rows += _fold_node(_Node(ring, int(nodes[g]), leaves[g].tolist(), repair), float(crashed[g]), until,
+        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire)
+        rows += _fold_node(node, float(crashed[g]), wire.until,
                            zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]), flat)
     return _rows_batch(rows, schema)
 
@@ -526,13 +540,26 @@ def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
 def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tuple],
                members: list[int]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model); each
-    event is (t, kind, other, a, b), its members being members[a:b]. The first is its table (RT)."""
-    for seq, (t, kind, other, a, b) in enumerate(events):
+    event is (t, prio, set_t, set_by, ord, kind, other, a, b), its members being members[a:b], in that
+    order. The first are its table (RT) and its books (BOOK); the replies and timeouts of the requests it
+    answers from its books join the others in the same order."""
+    seq, given = 0, iter(events)
+    nxt = next(given, None)
+    while nxt is not None or node.pending:
+        if node.pending and (nxt is None or node.pending[0][:5] < nxt[:5]):
+            t, _p, set_t, _b, _o, kind, other, got = heapq.heappop(node.pending)
+        else:
+            t, _p, set_t, _b, _o, kind, other, a, b = nxt
+            got, nxt = members[a:b], next(given, None)
+        if kind == BOOK:   # not an event the node handles: no place in the order
+            node.read_book(int(other), set_t, got)
+            continue
+        seq += 1
         if t >= until or t_crash <= t:
             continue
         if kind == RT:
-            node.table = members[a:b]
-        elif node.handle(seq, t, kind, int(other), members[a:b]):
+            node.table = got
+        elif node.handle(seq - 1, t, kind, int(other), got):
             node.version()
     return node.rows
 
@@ -540,8 +567,9 @@ def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tup
 class _Node:
     """One node's state while it handles its events, and the log of what it did."""
 
-    def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True) -> None:
-        self.ring, self.x, self.half, self.repair = ring, x, ring.leaf_set // 2, repair
+    def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True,
+                 wire: _Wire | None = None) -> None:
+        self.ring, self.x, self.half, self.repair, self.wire = ring, x, ring.leaf_set // 2, repair, wire
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
         self.fills: dict[int, int] = {}       # slot -> the node a table repair put there
@@ -549,6 +577,9 @@ class _Node:
         self.known_dead: set[int] = set()
         self.asking: dict[int, int] = {}      # slot -> the node asked for it now
         self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
+        # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
+        self.books: dict[tuple[int, int], tuple[list[float], list[int]]] = {}
+        self.pending: list[tuple] = []        # a heap of the replies and timeouts it answered itself
         self.t, self.seq, self.timers = -math.inf, -1, 0
         self.rows: list[tuple] = []
         self.version()   # seq -1: before every event
@@ -638,9 +669,35 @@ class _Node:
                 w = min(zip(map(float, d), row))[1]
                 self.asked[s].add(w)
                 self.asking[s] = w
-                self._log("table_ask", s, w, self._order())
+                order = self._order()
+                if (s, w) in self.books and self.wire is not None:
+                    self._log("table_asked", s, w, order)
+                    self._answer(s, w, order)
+                else:
+                    self._log("table_ask", s, w, order)
                 return
         self.asked.pop(s, None)
+
+    def read_book(self, w: int, t_from: float, members: list[int]) -> None:
+        """Note w's entry at a slot (members: slot, entry) in force from t_from (books come in time order)."""
+        times, entries = self.books.setdefault((members[0], w), ([], []))
+        times.append(t_from)
+        entries.append(members[1])
+
+    def _answer(self, s: int, w: int, order: int) -> None:
+        """The outcome of asking w for slot s now, from w's book, as `_table_events` derives it: w's entry
+        as of the request's arrival if the reply comes within the failure timeout, else the timeout."""
+        wire, x, t = self.wire, np.array([self.x], np.int64), np.array([self.t], np.float64)
+        t_a, t_r, replies = (float(v[0]) for v in _request_times(wire.ring, wire.crash, wire.timers,
+                                                                 wire.until, x, np.array([w], np.int64), t))
+        expires = self.t + wire.timers.failure_timeout_ms
+        if replies and t_r <= expires:
+            times, entries = self.books[(s, w)]
+            entry = entries[bisect_right(times, t_a) - 1]
+            event = (t_r, MESSAGE, t_a, BY_HANDLER, order, TABLE, w, [s, entry])
+        else:
+            event = (expires, TIMER, self.t, BY_HANDLER, order, TABLE_FAIL, w, [s])
+        heapq.heappush(self.pending, event)
 
     def _table_reply(self, w: int, s: int, e: int) -> bool:
         """w's entry for slot s arrived: taken if usable and the slot still empty, else ask on."""
@@ -835,6 +892,54 @@ def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFr
                       F.lit(TABLE_FAIL).alias("kind"), F.col("z").alias("other"),
                       F.array(F.col("a")).alias("members")))
     return replied.unionByName(silent).filter(F.col("t") < ctx.until)
+
+
+def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame,
+           moved: DataFrame | None = None) -> DataFrame | None:
+    """The entries a node may ask for, as the asked nodes' versions have them (kind BOOK, in force from
+    set_t; members: slot, entry; once per change), for the pairs `_book_pairs` names. With them a node
+    answers its table requests itself, as `_table_events` would a pass later, and a repair's chain of
+    requests settles in one pass. Only the books a `moved` node (asker or asked) decides, if given; None
+    without table repair."""
+    if not ctx.timers.table_repair:
+        return None
+    pairs = _book_pairs(ctx, log, events)
+    if moved is not None:
+        pairs = (_flagged(_flagged(pairs.withColumnRenamed("w", "other"), moved, "node"), moved, "other")
+                 .filter(F.col("_node_moved") | F.col("_other_moved"))
+                 .select("node", "s", F.col("other").alias("w")))
+    live = versions.filter(F.col("t_from") < F.col("t_to"))   # versions made at one time: the last one holds
+    read = (pairs.join(ctx.overlay.state.select(F.col(ID).alias("w"), F.col("rt").alias("wrt")), "w")
+            .join(live.withColumnRenamed("node", "w"), "w", "left"))
+    entry = _entry_at(F.col("s"), "wrt")
+    entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
+    read = read.select("node", "s", "w", F.coalesce("t_from", F.lit(-math.inf)).alias("set_t"),
+                       entry.cast(T.LongType()).alias("entry"))
+    before = F.lag("entry").over(Window.partitionBy("node", "s", "w").orderBy("set_t"))
+    changes = F.col("before").isNull() | (F.col("before") != F.col("entry"))
+    return (read.withColumn("before", before).filter(changes)
+            .select("node", F.lit(-math.inf).alias("t"), F.lit(0).alias("prio"), "set_t",
+                    F.lit(1).alias("set_by"), F.lit(0).alias("ord"), F.lit(BOOK).alias("kind"),
+                    F.col("w").alias("other"),
+                    F.array(F.col("s").cast(T.LongType()), "entry").alias("members")))
+
+
+def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
+    """(node, s, w): a slot s that node asked for in `log`, or whose entry in its table a lookup found dead
+    in `events`, and each w it may ask for it: the entries of s's row and the rows after it in its table,
+    and the nodes it asked."""
+    kind, cols = F.col("kind"), 1 << ctx.overlay.ring.b
+    rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
+    asked = (log.filter(kind.isin("table_ask", "table_asked"))
+             .select("node", F.col("a").cast(T.IntegerType()).alias("s"), F.col("b").alias("w")))
+    found = (events.filter(kind == LOOKUP).select("node", "other").distinct().join(rts, "node")
+             .select("node", (F.array_position("xrt", F.col("other")) - 1).cast(T.IntegerType()).alias("s"))
+             .filter(F.col("s") >= 0))
+    slots = asked.select("node", "s").unionByName(found).distinct().join(rts, "node")
+    table = (slots.select("node", "s", (F.col("s") - F.col("s") % cols).alias("r0"),
+                          F.posexplode("xrt").alias("pos", "w"))
+             .filter((F.col("pos") >= F.col("r0")) & (F.col("w") >= 0)).select("node", "s", "w"))
+    return table.unionByName(asked).distinct()
 
 
 def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
@@ -1149,7 +1254,7 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     detections = log[log.kind == "detected"].rename(columns={"a": "failed", "node": "detector"})
     starts = log[log.kind == "repair_start"].rename(columns={"a": "failed", "b": "asked"})
     repairs = log[log.kind == "repaired"]
-    asks = log[log.kind == "table_ask"].rename(columns={"a": "slot", "b": "asked"})
+    asks = log[log.kind.isin(("table_ask", "table_asked"))].rename(columns={"a": "slot", "b": "asked"})
     filled = log[log.kind == "table_repaired"].rename(columns={"a": "slot", "b": "entry"})
     messages, maintenance = _messages(ctx, last, {"leaf": starts, "table": asks})
     return TimedRun(done.drop(columns="t_issue"),
