@@ -26,6 +26,7 @@ frame that holds them all (`Split`). `run` owns everything around it:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -225,7 +226,8 @@ def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, 
     known: on the first pass, unless the caller passes them), for a pass that derives anew only what
     they touch. Returns the last pass and the passes run; a loop still changing after `bound` passes
     raises SuperstepBoundExceeded. Progress: one line per pass, `<loop> pass p: M <unit>, C changed
-    from t = T (s s)`, T the earliest time at which the pass's events differ from those it was given.
+    from t = T (s s)`, T the earliest time at which the pass's events differ from those it was given
+    (-inf only if no other: events at -inf are what a node holds before time starts, read by all after).
     """
     events = _unsized(events.localCheckpoint())
     for p in range(1, bound + 1):
@@ -233,8 +235,8 @@ def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, 
         out = derive(events, p, changed)
         new = _unsized(out.events.localCheckpoint())
         diff = _unsized(new.exceptAll(events).unionByName(events.exceptAll(new)).localCheckpoint())
-        count, since = diff.agg(F.count("*"), F.min("t")).first()
-        first = f" from t = {since:g}" if count else ""
+        count, since = diff.agg(F.count("*"), F.min(F.when(F.col("t") > -math.inf, F.col("t")))).first()
+        first = f" from t = {since if since is not None else -math.inf:g}" if count else ""
         _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {count} changed{first} ({time.time() - t0:.1f}s)")
         for frame in (events, changed) if changed is not None else (events,):
             release(frame)

@@ -34,8 +34,12 @@ it was given (`bsp.fixed_point`): as every event follows what caused it by a pos
 pass fixes at least the earliest event the last one had wrong, and the fixed point is the sequential
 run's from any start. The run starts from the fixed point of the maintenance alone (no lookups);
 then each pass with lookups first brings the maintenance to its own fixed point with the lookups'
-declarations as they are (a table repair's chain of requests settles there, a pass per request,
-without routing the lookups again for each), then routes the lookups once on those states. A pass
+declarations as they are, then routes the lookups once on those states. A table repair's chain of
+requests (each sent when the answer to the one before comes) would take a pass per request; instead
+a node repairing a slot is given, as BOOK events, the entry at that slot of every node it may ask, as
+each of their versions in the last pass has it (`_books`), and answers its requests itself in its
+fold, exactly as the next pass would: the chain settles in one pass, and the fixed point checks the
+books as it checks every other event. A pass
 whose events changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes
 again only the lookups whose reads of node state changed (`_lookups_now`).
 
