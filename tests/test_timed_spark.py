@@ -226,9 +226,9 @@ def _folded(node: timed._Node, events: list[tuple], until: float = 1e9) -> list[
 
 
 def test_a_node_with_books_answers_its_table_requests_as_the_next_pass_would():
-    """A node that holds the asked nodes' entries (BOOK) answers its table requests itself: a dead node's
-    timeout declares it and the node asks the next one, whose reply fills the slot; the log is the one
-    the node writes when those replies and timeouts come as events (a pass later)."""
+    """A node answers its table requests itself, a live node's reply from its entries (BOOK), a dead node's
+    timeout with none: the timeout declares it and the node asks the next one, whose reply fills the
+    slot; the log is the one the node writes when those come as events (a pass later)."""
     ring = small_ring(60, model="matrix", leaf=8)
     x, until = 0, 1e9
     leaf = kernels.leaf_sets(ring, np.array([x]))[0].tolist()
@@ -245,17 +245,18 @@ def test_a_node_with_books_answers_its_table_requests_as_the_next_pass_would():
     wire = timed._Wire(ring, crash, tm, until)
     rt = (-np.inf, 0, -np.inf, 0, 0, timed.RT, -1, table)
     found = (10.0, timed.TIMER, 9.5, timed.BY_HANDLER, timed.AFTER_HANDLER, timed.LOOKUP, y, [])
-    books = [(-np.inf, 0, -np.inf, 1, 0, timed.BOOK, w, [s, e if w == second else -1]) for _d, w in near]
+    books = [(-np.inf, 0, -np.inf, 1, 0, timed.BOOK, w, [s, e if w == second else -1]) for _d, w in near
+             if w != first]
     answered = _folded(timed._Node(ring, x, leaf, True, wire), [rt, found, *books])
     kinds = [(k, a, b) for _x, k, _t, a, b, *_ in answered if k != "version"]
     assert kinds == [("detected", y, -1), ("table_asked", s, first), ("detected", first, -1),
                      ("table_asked", s, second), ("table_repaired", s, e)]
-    # the same node without books, given the timeout and the reply as the next passes derive them
+    # the same node answering nothing itself, given the timeout and the reply as the next passes derive them
     order = {w: q for _x, k, _t, _a, w, q, *_ in answered if k == "table_asked"}
     t_a, t_r, _ok = timed._request_times(ring, crash, tm, until, np.array([x]), np.array([second]),
                                          np.array([10.0 + 500.0]))
     fail = (510.0, timed.TIMER, 10.0, timed.BY_HANDLER, order[first], timed.TABLE_FAIL, first, [s])
     reply = (float(t_r[0]), timed.MESSAGE, float(t_a[0]), timed.BY_HANDLER, order[second], timed.TABLE,
              second, [s, e])
-    asked = _folded(timed._Node(ring, x, leaf, True, wire), [rt, found, fail, reply])
+    asked = _folded(timed._Node(ring, x, leaf, True), [rt, found, fail, reply])
     assert answered == [(r[0], "table_asked" if r[1] == "table_ask" else r[1], *r[2:]) for r in asked]

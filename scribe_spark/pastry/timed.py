@@ -36,7 +36,7 @@ run's from any start. The run starts from the fixed point of the maintenance alo
 then each pass with lookups first brings the maintenance to its own fixed point with the lookups'
 declarations as they are, then routes the lookups once on those states. A table repair's chain of
 requests (each sent when the answer to the one before comes) would take a pass per request; instead
-a node repairing a slot is given, as BOOK events, the entry at that slot of every node it may ask, as
+a node repairing a slot is given, as BOOK events, the entry at that slot of the nodes it may ask, as
 each of their versions in the last pass has it (`_books`), and answers its requests itself in its
 fold, exactly as the next pass would: the chain settles in one pass, and the fixed point checks the
 books as it checks every other event. A pass
@@ -674,11 +674,7 @@ class _Node:
                 self.asked[s].add(w)
                 self.asking[s] = w
                 order = self._order()
-                if (s, w) in self.books and self.wire is not None:
-                    self._log("table_asked", s, w, order)
-                    self._answer(s, w, order)
-                else:
-                    self._log("table_ask", s, w, order)
+                self._log("table_asked" if self._answered(s, w, order) else "table_ask", s, w, order)
                 return
         self.asked.pop(s, None)
 
@@ -688,20 +684,26 @@ class _Node:
         times.append(t_from)
         entries.append(members[1])
 
-    def _answer(self, s: int, w: int, order: int) -> None:
-        """The outcome of asking w for slot s now, from w's book, as `_table_events` derives it: w's entry
-        as of the request's arrival if the reply comes within the failure timeout, else the timeout."""
-        wire, x, t = self.wire, np.array([self.x], np.int64), np.array([self.t], np.float64)
-        t_a, t_r, replies = (float(v[0]) for v in _request_times(wire.ring, wire.crash, wire.timers,
-                                                                 wire.until, x, np.array([w], np.int64), t))
+    def _answered(self, s: int, w: int, order: int) -> bool:
+        """Whether the node can tell now what asking w for slot s brings, as `_table_events` derives it (the
+        event then joins its pending ones): w's entry as of the request's arrival, from w's book, if the reply
+        comes within the failure timeout, else the timeout (no book needed)."""
+        wire = self.wire
+        if wire is None:
+            return False
+        t_a, t_r, replies = (float(v[0]) for v in _request_times(
+            wire.ring, wire.crash, wire.timers, wire.until, np.array([self.x], np.int64),
+            np.array([w], np.int64), np.array([self.t], np.float64)))
         expires = self.t + wire.timers.failure_timeout_ms
-        if replies and t_r <= expires:
-            times, entries = self.books[(s, w)]
-            entry = entries[bisect_right(times, t_a) - 1]
-            event = (t_r, MESSAGE, t_a, BY_HANDLER, order, TABLE, w, [s, entry])
-        else:
-            event = (expires, TIMER, self.t, BY_HANDLER, order, TABLE_FAIL, w, [s])
-        heapq.heappush(self.pending, event)
+        if not (replies and t_r <= expires):
+            heapq.heappush(self.pending, (expires, TIMER, self.t, BY_HANDLER, order, TABLE_FAIL, w, [s]))
+            return True
+        if (s, w) not in self.books:
+            return False
+        times, entries = self.books[(s, w)]
+        entry = entries[bisect_right(times, t_a) - 1]
+        heapq.heappush(self.pending, (t_r, MESSAGE, t_a, BY_HANDLER, order, TABLE, w, [s, entry]))
+        return True
 
     def _table_reply(self, w: int, s: int, e: int) -> bool:
         """w's entry for slot s arrived: taken if usable and the slot still empty, else ask on."""
@@ -930,8 +932,8 @@ def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame
 
 def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     """(node, s, w): a slot s that node asked for in `log`, or whose entry in its table a lookup found dead
-    in `events`, and each w it may ask for it: the entries of s's row and the rows after it in its table,
-    and the nodes it asked."""
+    in `events`, and each w it may ask for it: the entries of s's row in its table and the nodes it asked
+    (a chain that goes on to the rows after finds their books a pass later)."""
     kind, cols = F.col("kind"), 1 << ctx.overlay.ring.b
     rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
     asked = (log.filter(kind.isin("table_ask", "table_asked"))
@@ -940,9 +942,8 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
              .select("node", (F.array_position("xrt", F.col("other")) - 1).cast(T.IntegerType()).alias("s"))
              .filter(F.col("s") >= 0))
     slots = asked.select("node", "s").unionByName(found).distinct().join(rts, "node")
-    table = (slots.select("node", "s", (F.col("s") - F.col("s") % cols).alias("r0"),
-                          F.posexplode("xrt").alias("pos", "w"))
-             .filter((F.col("pos") >= F.col("r0")) & (F.col("w") >= 0)).select("node", "s", "w"))
+    table = (slots.select("node", "s", F.slice("xrt", F.col("s") - F.col("s") % cols + 1, cols).alias("row"))
+             .select("node", "s", F.explode("row").alias("w")).filter(F.col("w") >= 0))
     return table.unionByName(asked).distinct()
 
 
