@@ -932,8 +932,8 @@ def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame
 
 def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     """(node, s, w): a slot s that node asked for in `log`, or whose entry in its table a lookup found dead
-    in `events`, and each w it may ask for it: the entries of s's row in its table and the nodes it asked
-    (a chain that goes on to the rows after finds their books a pass later)."""
+    in `events`, and each w it may ask for it: the entries of s's row and of the row after it in its table,
+    and the nodes it asked (a chain that goes on further finds their books a pass later)."""
     kind, cols = F.col("kind"), 1 << ctx.overlay.ring.b
     rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
     asked = (log.filter(kind.isin("table_ask", "table_asked"))
@@ -942,8 +942,9 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
              .select("node", (F.array_position("xrt", F.col("other")) - 1).cast(T.IntegerType()).alias("s"))
              .filter(F.col("s") >= 0))
     slots = asked.select("node", "s").unionByName(found).distinct().join(rts, "node")
-    table = (slots.select("node", "s", F.slice("xrt", F.col("s") - F.col("s") % cols + 1, cols).alias("row"))
-             .select("node", "s", F.explode("row").alias("w")).filter(F.col("w") >= 0))
+    rows = F.slice("xrt", F.col("s") - F.col("s") % cols + 1, 2 * cols)   # a repair rarely goes further
+    table = (slots.select("node", "s", rows.alias("rows"))
+             .select("node", "s", F.explode("rows").alias("w")).filter(F.col("w") >= 0))
     return table.unionByName(asked).distinct()
 
 
