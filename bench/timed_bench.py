@@ -95,6 +95,8 @@ def main() -> int:
     from scribe_spark.pastry.overlay import build_overlay
     from scribe_spark.spark.session import SESSION_CONF
     spark = (SparkSession.builder.master(a.master).config(map=SESSION_CONF)
+             # the heap a job gets from run.sh (with 1 GiB, the JVM's default, 10,000 nodes ran out)
+             .config("spark.driver.memory", os.environ.get("SCRIBE_DRIVER_MEMORY", "8g"))
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -27,21 +27,22 @@ numerically closest to its key at that time. Nothing at or after `until_ms` happ
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
 merged or a table slot refilled) to the next. A pass derives all events from the versions the events
 before it imply: the keep-alive detections in closed form per (node, version, crashed member), the
-leaf-set and table repair replies by reading the asked node's version at the request's arrival, and
-the lookups' timeouts by routing every lookup, one hop per superstep of `bsp.run`, each hop reading
-its node's version at the hop's time (`bsp.as_of`). The passes repeat until one derives the events
-it was given (`bsp.fixed_point`): as every event follows what caused it by a positive delay, each
-pass fixes at least the earliest event the last one had wrong, and the fixed point is the sequential
-run's from any start. The run starts from the fixed point of the maintenance alone (no lookups);
-then each pass with lookups first brings the maintenance to its own fixed point with the lookups'
-declarations as they are, then routes the lookups once on those states. A table repair's chain of
-requests (each sent when the answer to the one before comes) would take a pass per request; instead
-a node repairing a slot is given, as BOOK events, the entry at that slot of the nodes it may ask, as
-each of their versions in the last pass has it (`_books`), and answers its requests itself in its
-fold, exactly as the next pass would: the chain settles in one pass, and the fixed point checks the
-books as it checks every other event. A pass
-whose events changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes
-again only the lookups whose reads of node state changed (`_lookups_now`).
+leaf-set repair replies by reading the asked node's version at the request's arrival, and the lookups'
+timeouts by routing every lookup, one hop per superstep of `bsp.run`, each hop reading its node's
+version at the hop's time (`bsp.as_of`). A node answers its own table requests in its fold: a request to
+a node dead on arrival times out, and a live node's reply carries its entry as of the arrival, read from
+the BOOK events the pass before derived (`_books`): for each slot the node repairs, that entry of every
+node it may ask (the slot's row and the next of its table, and every node it asked), per version. A
+repair's chain of requests, each sent when the answer to the one before comes, then settles in one pass,
+where a pass per request would be needed otherwise; a request to a node without a book gets its answer a
+pass later. The passes repeat until one derives the events it was given (`bsp.fixed_point`): as every
+event follows what caused it by a positive delay (and a reply reads a book at the request's arrival,
+before the reply), each pass fixes at least the earliest event the last one had wrong, and the fixed
+point is the sequential run's from any start. The run starts from the fixed point of the maintenance
+alone (no lookups); then each pass with lookups first brings the maintenance to its own fixed point with
+the lookups' declarations as they are, then routes the lookups once on those states. A pass whose events
+changed at few nodes derives anew only what those nodes decide (`_renewed`), and routes again only the
+lookups whose reads of node state changed (`_lookups_now`).
 
 **Exact, and where not.** Events at one node at the same time are ordered as a sequential simulation
 that handles messages before timers and timers in the order they were set would order them (a tick
@@ -316,8 +317,8 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
     """Derive every event from the states `events` imply: first the maintenance's to its own fixed point
     with the lookups' declarations as given (`_maintain`), then the lookups' timeouts on those states.
 
-    A chain of requests (a table repair asking node after node) settles in the inner loop, a pass per
-    request, without routing the lookups again for each.
+    A chain of requests (a leaf-set repair asking on, or a table repair asking a node without a book)
+    settles in the inner loop, a pass per request, without routing the lookups again for each.
     """
     held = _cut(events.filter(F.col("kind") == LOOKUP))
     settled, _ = bsp.fixed_point("timed pastry maintenance", events,
@@ -344,8 +345,7 @@ def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
         versions = _cut(_versions(log))
         made = _union(_keepalive_events(ctx, versions),
                       _repair_events(ctx, _logged(log, "repair_start"), versions),
-                      _table_events(ctx, _logged(log, "table_ask"), versions), _leave_events(ctx, versions),
-                      _books(ctx, log, events, versions))
+                      _leave_events(ctx, versions), _books(ctx, log, events, versions))
     else:
         log, versions, made = _renewed(ctx, events, moved)
     for frame in ctx.held:   # the pass before's; this pass's frames are cut already
@@ -383,13 +383,12 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
     # node, repair outcomes by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
-    asked = kind.isin(MERGE, LEAF, TABLE, TABLE_FAIL, BOOK)
+    asked = kind.isin(MERGE, LEAF, BOOK)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
             .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of))
             .drop("_node_moved", "_other_moved"))
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
                   _repair_events(ctx, _asked(log, "repair_start", moved), versions),
-                  _table_events(ctx, _asked(log, "table_ask", moved), versions),
                   _leave_events(ctx, versions, moved),
                   _books(ctx, log, events, versions, moved)).coalesce(parts)
     return log, versions, made
@@ -674,7 +673,8 @@ class _Node:
                 self.asked[s].add(w)
                 self.asking[s] = w
                 order = self._order()
-                self._log("table_asked" if self._answered(s, w, order) else "table_ask", s, w, order)
+                self._log("table_ask", s, w, order)
+                self._answer(s, w, order)
                 return
         self.asked.pop(s, None)
 
@@ -684,26 +684,23 @@ class _Node:
         times.append(t_from)
         entries.append(members[1])
 
-    def _answered(self, s: int, w: int, order: int) -> bool:
-        """Whether the node can tell now what asking w for slot s brings, as `_table_events` derives it (the
-        event then joins its pending ones): w's entry as of the request's arrival, from w's book, if the reply
-        comes within the failure timeout, else the timeout (no book needed)."""
+    def _answer(self, s: int, w: int, order: int) -> None:
+        """Add to its pending events what asking w for slot s now brings, if the node can tell: the timeout
+        if no reply comes within the failure timeout, else w's entry as of the request's arrival, if it
+        holds w's book (if not, the next pass gives it the book, and it asks again)."""
         wire = self.wire
         if wire is None:
-            return False
+            return
         t_a, t_r, replies = (float(v[0]) for v in _request_times(
             wire.ring, wire.crash, wire.timers, wire.until, np.array([self.x], np.int64),
             np.array([w], np.int64), np.array([self.t], np.float64)))
         expires = self.t + wire.timers.failure_timeout_ms
         if not (replies and t_r <= expires):
             heapq.heappush(self.pending, (expires, TIMER, self.t, BY_HANDLER, order, TABLE_FAIL, w, [s]))
-            return True
-        if (s, w) not in self.books:
-            return False
-        times, entries = self.books[(s, w)]
-        entry = entries[bisect_right(times, t_a) - 1]
-        heapq.heappush(self.pending, (t_r, MESSAGE, t_a, BY_HANDLER, order, TABLE, w, [s, entry]))
-        return True
+        elif (s, w) in self.books:
+            times, entries = self.books[(s, w)]
+            entry = entries[bisect_right(times, t_a) - 1]
+            heapq.heappush(self.pending, (t_r, MESSAGE, t_a, BY_HANDLER, order, TABLE, w, [s, entry]))
 
     def _table_reply(self, w: int, s: int, e: int) -> bool:
         """w's entry for slot s arrived: taken if usable and the slot still empty, else ask on."""
@@ -875,38 +872,12 @@ def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
     return starts.mapInPandas(_, schema)
 
 
-def _table_events(ctx: _Context, asks: DataFrame, versions: DataFrame) -> DataFrame | None:
-    """Each table request's outcome at its asker: the asked node's entry at the slot (members: slot, entry)
-    if the reply comes in time, else a timeout (members: slot) that declares the asked node failed (None
-    without table repair: no node asks)."""
-    if not ctx.timers.table_repair:
-        return None
-    read = bsp.as_of(_requests(ctx, asks), "z", "t_a", versions)
-    read = read.join(ctx.overlay.state.select(F.col(ID).alias("z"), F.col("rt").alias("zrt")), "z")
-    entry = _entry_at(F.col("a").cast(T.IntegerType()), "zrt")
-    entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
-    fd = ctx.timers.failure_timeout_ms
-    in_time = F.col("replies") & (F.col("t_r") <= F.col("t") + fd)
-    replied = (read.filter(in_time)
-               .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
-                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
-                       F.col("seq").alias("ord"), F.lit(TABLE).alias("kind"), F.col("z").alias("other"),
-                       F.array(F.col("a"), entry.cast(T.LongType())).alias("members")))
-    silent = (read.filter(~in_time)
-              .select(F.col("x").alias("node"), (F.col("t") + fd).alias("t"), F.lit(TIMER).alias("prio"),
-                      F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
-                      F.lit(TABLE_FAIL).alias("kind"), F.col("z").alias("other"),
-                      F.array(F.col("a")).alias("members")))
-    return replied.unionByName(silent).filter(F.col("t") < ctx.until)
-
-
 def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame,
            moved: DataFrame | None = None) -> DataFrame | None:
     """The entries a node may ask for, as the asked nodes' versions have them (kind BOOK, in force from
-    set_t; members: slot, entry; once per change), for the pairs `_book_pairs` names. With them a node
-    answers its table requests itself, as `_table_events` would a pass later, and a repair's chain of
-    requests settles in one pass. Only the books a `moved` node (asker or asked) decides, if given; None
-    without table repair."""
+    set_t; members: slot, entry; once per change), for the pairs `_book_pairs` names: a node answers its
+    table requests from them (`_Node._answer`), and a repair's chain of requests settles in one pass.
+    Only the books a `moved` node (asker or asked) decides, if given; None without table repair."""
     if not ctx.timers.table_repair:
         return None
     pairs = _book_pairs(ctx, log, events)
@@ -936,7 +907,7 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     and the nodes it asked (a chain that goes on further finds their books a pass later)."""
     kind, cols = F.col("kind"), 1 << ctx.overlay.ring.b
     rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
-    asked = (log.filter(kind.isin("table_ask", "table_asked"))
+    asked = (log.filter(kind == "table_ask")
              .select("node", F.col("a").cast(T.IntegerType()).alias("s"), F.col("b").alias("w")))
     found = (events.filter(kind == LOOKUP).select("node", "other").distinct().join(rts, "node")
              .select("node", (F.array_position("xrt", F.col("other")) - 1).cast(T.IntegerType()).alias("s"))
@@ -1260,7 +1231,7 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     detections = log[log.kind == "detected"].rename(columns={"a": "failed", "node": "detector"})
     starts = log[log.kind == "repair_start"].rename(columns={"a": "failed", "b": "asked"})
     repairs = log[log.kind == "repaired"]
-    asks = log[log.kind.isin(("table_ask", "table_asked"))].rename(columns={"a": "slot", "b": "asked"})
+    asks = log[log.kind == "table_ask"].rename(columns={"a": "slot", "b": "asked"})
     filled = log[log.kind == "table_repaired"].rename(columns={"a": "slot", "b": "entry"})
     messages, maintenance = _messages(ctx, last, {"leaf": starts, "table": asks})
     return TimedRun(done.drop(columns="t_issue"),
