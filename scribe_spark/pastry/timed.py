@@ -370,18 +370,19 @@ def _moved(ctx: _Context, changed: DataFrame | None) -> DataFrame | None:
 
 
 def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """The log, versions and derived events, anew only where the nodes that `moved` decide them: a
-    node's log and versions follow from its events alone, its keep-alive declarations from its
-    versions, a repair's outcome from the asker's log and the asked node's versions, a leave's notices
-    from the leaver's versions. The rest is the last pass's log and versions, and of the events this
-    pass was given (the last pass's derived events) those of each kind that no moved node decides."""
+    """The log, versions and derived events, anew only where the nodes that `moved` decide them: a node's
+    log and versions follow from its events alone, its keep-alive declarations from its versions, a
+    leaf-set repair's outcome and a table repair's book from the asker's log (and events) and the asked
+    node's versions, a leave's notices from the leaver's versions. The rest is the last pass's log and
+    versions, and of the events this pass was given (the last pass's derived events) those of each kind
+    that no moved node decides."""
     parts = events.sparkSession.sparkContext.defaultParallelism * 4   # unions add up partitions: merged
     log = _cut(_without(ctx.last["log"], moved, "node")
                .unionByName(_fold(ctx, _among(events, moved, "node"))).coalesce(parts))
     versions = _cut(_without(ctx.last["versions"], moved, "node")
                     .unionByName(_versions(_among(log, moved, "node"))).coalesce(parts))
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
-    # node, repair outcomes by asker and asked node, leave notices by their leaver
+    # node, repair outcomes and books by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
     asked = kind.isin(MERGE, LEAF, BOOK)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
