@@ -497,8 +497,9 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
 
 
 def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
-    """The routing table of each node with events, as an event before all others (kind RT)."""
-    nodes = events.select("node").distinct()
+    """The routing table of each node a lookup's timeout made declare a node failed, as an event before all
+    others (kind RT): only such a declaration begins a table repair, so no other node reads its table."""
+    nodes = events.filter(F.col("kind") == LOOKUP).select("node").distinct()
     return (ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("members"))
             .join(nodes, "node", "left_semi")
             .select("node", F.lit(-math.inf).alias("t"), F.lit(0).alias("prio"),
@@ -545,8 +546,9 @@ def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tup
                members: list[int]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model); each
     event is (t, prio, set_t, set_by, ord, kind, other, a, b), its members being members[a:b], in that
-    order. The first are its table (RT) and its books (BOOK); the replies and timeouts of the requests it
-    answers from its books join the others in the same order."""
+    order. The first are its table (RT, if it repairs its table) and its books (BOOK), neither of which
+    has a place in the order; the replies and timeouts of the requests it answers itself join the others
+    in the same order."""
     seq, given = 0, iter(events)
     nxt = next(given, None)
     while nxt is not None or node.pending:
@@ -555,15 +557,16 @@ def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tup
         else:
             t, _p, set_t, _b, _o, kind, other, a, b = nxt
             got, nxt = members[a:b], next(given, None)
-        if kind == BOOK:   # not an event the node handles: no place in the order
+        if kind == BOOK:   # not events the node handles: no place in the order
             node.read_book(int(other), set_t, got)
+            continue
+        if kind == RT:
+            node.table = got
             continue
         seq += 1
         if t >= until or t_crash <= t:
             continue
-        if kind == RT:
-            node.table = got
-        elif node.handle(seq - 1, t, kind, int(other), got):
+        if node.handle(seq - 1, t, kind, int(other), got):
             node.version()
     return node.rows
 
