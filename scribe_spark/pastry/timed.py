@@ -333,21 +333,22 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
 
 def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
               held: DataFrame | None) -> bsp.Pass:
-    """Derive the maintenance's events from the states `events` imply (detections, leaf-set and table
-    repair replies, leave notices), with the lookups' declarations `held` as they are (None: none).
+    """Derive the maintenance's events from the states `events` imply (detections, leaf-set repair replies,
+    leave notices, the books of table repairs), with the lookups' declarations `held` as they are (None:
+    none, so no table repair begins and no books are needed).
 
     When few nodes have events that `changed` since the last pass, only what those nodes' events
     decide is derived anew (`_renewed`); the rest is the last pass's.
     """
-    moved = _moved(ctx, changed)
+    moved, asks = _moved(ctx, changed), held is not None
     if moved is None:
         log = _cut(_fold(ctx, events))
         versions = _cut(_versions(log))
         made = _union(_keepalive_events(ctx, versions),
                       _repair_events(ctx, _logged(log, "repair_start"), versions),
-                      _leave_events(ctx, versions), _books(ctx, log, events, versions))
+                      _leave_events(ctx, versions), _books(ctx, log, events, versions) if asks else None)
     else:
-        log, versions, made = _renewed(ctx, events, moved)
+        log, versions, made = _renewed(ctx, events, moved, asks)
     for frame in ctx.held:   # the pass before's; this pass's frames are cut already
         bsp.release(frame)
     ctx.last = {"log": log, "versions": versions}
@@ -369,13 +370,14 @@ def _moved(ctx: _Context, changed: DataFrame | None) -> DataFrame | None:
     return moved
 
 
-def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
+             asks: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
     """The log, versions and derived events, anew only where the nodes that `moved` decide them: a node's
     log and versions follow from its events alone, its keep-alive declarations from its versions, a
     leaf-set repair's outcome and a table repair's book from the asker's log (and events) and the asked
     node's versions, a leave's notices from the leaver's versions. The rest is the last pass's log and
     versions, and of the events this pass was given (the last pass's derived events) those of each kind
-    that no moved node decides."""
+    that no moved node decides. Books only with `asks` (the lookups' declarations among the events)."""
     parts = events.sparkSession.sparkContext.defaultParallelism * 4   # unions add up partitions: merged
     log = _cut(_without(ctx.last["log"], moved, "node")
                .unionByName(_fold(ctx, _among(events, moved, "node"))).coalesce(parts))
@@ -391,7 +393,7 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame) -> tuple[DataFr
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
                   _repair_events(ctx, _asked(log, "repair_start", moved), versions),
                   _leave_events(ctx, versions, moved),
-                  _books(ctx, log, events, versions, moved)).coalesce(parts)
+                  _books(ctx, log, events, versions, moved) if asks else None).coalesce(parts)
     return log, versions, made
 
 
