@@ -3,12 +3,14 @@
 The estimates are lower bounds of what a run must hold at once (ids, node state, router
 delays, topics and subscriptions, simulated events, publication draws), so a refused run
 could never have finished here; a run that passes may still need more (Spark's own overhead
-comes on top). Two budgets are checked:
-the whole run against the machine's memory, and the ring, which the Python driver holds and the
+comes on top). Three budgets are checked:
+the run's arrays against the machine's memory; the ring, which the Python driver holds and the
 local Python workers map from one shared file (`spark/shared.py`), against what the JVM heap
-(`SCRIBE_DRIVER_MEMORY`) leaves of the machine. Beside them, `peak_warning` compares an estimate
-of an overlay run's peak, from the bytes per node measured at 10,000,000 nodes, with the machine:
-a warning, not a refusal, as that figure is an estimate, not a bound.
+(`SCRIBE_DRIVER_MEMORY`) leaves of the machine; and an overlay's node state, which Spark holds in
+the JVM heap and spills to its local folder, against the heap and that folder's free disk. Beside
+them, `peak_warning` compares an estimate of an overlay run's peak, from the bytes per node measured
+at 10,000,000 nodes, with the machine: a warning, not a refusal, as that figure is an estimate, not a
+bound.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import re
 from typing import Any
 
 from scribe_spark.knobs import ConfigError
-from scribe_spark.sizes import human_bytes, knob_names, machine_bytes, require
+from scribe_spark.sizes import free_bytes, human_bytes, knob_names, machine_bytes, require, scratch_dir
 
 MEMORY = re.compile(r"[1-9][0-9]*[kKmMgGtT]")
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -48,7 +50,8 @@ def local_workers(master: str) -> int:
 
 
 # in-memory bytes per node of the ring: hi, lo, order, pos, shi, slo (8 bytes each) and the location
-RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 4, "matrix": 48 + 4}
+# (site models: the site and the nodes grouped by site, 4 bytes each)
+RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 8, "matrix": 48 + 8}
 
 
 def ring_bytes(p: Any) -> int:
@@ -107,11 +110,13 @@ def has_overlay(p: Any) -> bool:
     return hasattr(p, "peak_nodes")
 
 
-def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
+def check(p: Any, heap: str, master: str, limit: int | None = None, disk: int | None = None) -> None:
     """Raise ConfigError naming the key when a run cannot fit in `limit` bytes (default: this machine).
 
     `heap` is the JVM heap (SCRIBE_DRIVER_MEMORY) and `master` the Spark master; together they say
-    how much memory the Python processes have left and how many ring copies they hold.
+    how much memory the Python processes have left and how many ring copies they hold. An overlay's
+    node state is Spark's to hold: in the heap, the rest spilled to local disk, so on a local master it
+    must fit in the heap and the `disk` bytes free in Spark's local folder (default: measured).
     """
     limit = machine_bytes() if limit is None else limit
     heap_bytes = memory_bytes(heap, "SCRIBE_DRIVER_MEMORY")
@@ -139,3 +144,18 @@ def check(p: Any, heap: str, master: str, limit: int | None = None) -> None:
                 f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the "
                 f"JVM heap of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or "
                 "SCRIBE_DRIVER_MEMORY")
+        if local_workers(master):   # on a cluster the state is the executors', on their machines
+            check_state(p, heap_bytes, disk)
+
+
+def check_state(p: Any, heap_bytes: int, disk: int | None = None) -> None:
+    """Raise ConfigError when an overlay's node state cannot fit in the JVM heap and the free local disk."""
+    key, size, what = p.state_need()
+    folder = scratch_dir()
+    disk = free_bytes(folder) if disk is None else disk
+    if size > heap_bytes + disk:
+        named, lower = knob_names(key)
+        raise ConfigError(f"{named}: {what} needs at least {human_bytes(size)}, more than the JVM heap of "
+                          f"{human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY) and the {human_bytes(disk)} "
+                          f"free in Spark's local folder {folder} hold together (Spark spills there what the "
+                          f"heap does not hold); lower {lower}, or point SPARK_LOCAL_DIRS at a larger disk")

@@ -116,14 +116,20 @@ class OverlayParams:
                  f"must be below the overlay's size ({least} nodes)", self.neighborhood)
 
     def overlay_needs(self) -> list[tuple[Any, int, str]]:
-        """The memory an overlay of `peak_nodes` needs at least: node state and router delays."""
+        """The memory an overlay of `peak_nodes` needs at least: ids and router delays (its node state,
+        which Spark keeps in the JVM heap and spills to local disk, is `state_need`)."""
         nodes = self.peak_nodes()
-        out = [("nodes", sizes.node_bytes(nodes, self.b, self.leaf_set, self.neighborhood),
-                f"{nodes:,} nodes' ids and Pastry state")]
+        out = [("nodes", sizes.id_bytes(nodes), f"{nodes:,} nodes' ids and ring order")]
         if self.proximity == "transit-stub":   # type: ignore[attr-defined]
             out.append(("topology", sizes.router_bytes(self.topology.routers),
                         f"all-pairs delays of {self.topology.routers:,} routers"))
         return out
+
+    def state_need(self) -> tuple[Any, int, str]:
+        """The node state's bytes at least, which Spark holds: in the JVM heap, the rest on local disk."""
+        nodes = self.peak_nodes()
+        return ("nodes", sizes.state_bytes(nodes, self.b, self.leaf_set, self.neighborhood),
+                f"the Pastry state of {nodes:,} nodes")
 
 
 @dataclass(frozen=True)

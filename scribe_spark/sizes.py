@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from scribe_spark.knobs import ConfigError
@@ -21,11 +23,28 @@ def machine_bytes() -> int:
         return 1 << 62
 
 
-def node_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
-    """Lower bound of the bytes `nodes` Pastry nodes need: ids, ring order and their state entries."""
+def id_bytes(nodes: int) -> int:
+    """Lower bound of the bytes of `nodes` Pastry nodes' ids and ring order (the driver's ring)."""
+    return nodes * 64
+
+
+def state_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
+    """Lower bound of the bytes of `nodes` Pastry nodes' state entries (int32 node numbers)."""
     rows = max(1, math.ceil(math.log(max(nodes, 2), 2 ** b)))
-    entries = leaf_set + neighborhood + rows * (2 ** b - 1)
-    return nodes * (64 + 4 * entries)    # int32 node numbers in the state arrays
+    return nodes * 4 * (leaf_set + neighborhood + rows * (2 ** b - 1))
+
+
+def scratch_dir() -> str:
+    """Spark's local folder for spilled blocks and shuffles: SPARK_LOCAL_DIRS' first, else the system's."""
+    return os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or tempfile.gettempdir()
+
+
+def free_bytes(folder: str) -> int:
+    """Free bytes on the disk that holds `folder` (0 if it cannot be read)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 0
 
 
 def router_bytes(routers: int) -> int:

@@ -115,6 +115,23 @@ class Proximity:
         return ans
 
 
+    def by_site(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Site models: (occupied sites, ascending; where each one's nodes start in `members`, and the
+        end; members: node numbers by site, then number, int32), made once per object.
+
+        The ring makes it on the driver, so that the Python workers map it with the ring's other arrays
+        (`spark/shared.py`), one copy per machine, instead of each sorting all N nodes itself.
+        """
+        if "_by_site_members" not in self.__dict__:
+            counts = np.bincount(self.site, minlength=len(self.site_delay))
+            occupied = np.flatnonzero(counts)
+            # arrays of their own attributes, so that the share maps each one
+            object.__setattr__(self, "_by_site_occupied", occupied.astype(np.int32))
+            object.__setattr__(self, "_by_site_starts", np.concatenate([[0], np.cumsum(counts[occupied])]))
+            members = np.argsort(self.site, kind="stable").astype(np.int32)
+            object.__setattr__(self, "_by_site_members", members)
+        return self._by_site_occupied, self._by_site_starts, self._by_site_members
+
     def candidate_sites(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the sites holding candidates (sorted) and the index of each one's first candidate."""
         return np.unique(self.site[candidates], return_index=True)

@@ -302,7 +302,7 @@ def test_python_workers_on_this_machine_follow_the_master(master, workers):
 def test_the_ring_copies_must_fit_beside_the_jvm_heap():
     p = ScribeParams(nodes=1_000_000)
     one = capacity.ring_bytes(p)
-    assert one == 1_000_000 * 52 + p.topology.routers ** 2 * 4
+    assert one == 1_000_000 * 56 + p.topology.routers ** 2 * 4
     # the driver's copy and the one file every local worker maps: 2 copies, whatever the workers
     capacity.check(p, limit=8 * GiB + 2 * one + 1, heap="8g", master="local[4]")
     with pytest.raises(ConfigError, match=r"^key 'nodes': the ring .* mapped by the local Python workers.*"
@@ -322,26 +322,44 @@ def test_parts_that_fit_alone_but_not_together_name_the_largest():
     parts = p.needs()
     largest, total = max(size for _, size, _ in parts), sum(size for _, size, _ in parts)
     assert largest < total
-    with pytest.raises(ConfigError, match=r"^key 'nodes': this run needs at least .* in all, .*; its "
-                                          r"largest part is 1,000,000 nodes' ids and Pastry state "
-                                          r"\(.*\): lower 'nodes'$"):
+    with pytest.raises(ConfigError, match=r"^key 'topology': this run needs at least .* in all, .*; its "
+                                          r"largest part is all-pairs delays of 5,050 routers "
+                                          r"\(.*\): lower 'topology'$"):
         capacity.check(p, limit=(largest + total) // 2, heap="1k", master="local[2]")
     named, lower = sizes.knob_names(("rates", "duration_s", "x"))
     assert (named, lower) == ("keys 'rates', 'duration_s' and 'x'", "'rates', 'duration_s' or 'x'")
 
 
+def test_the_node_state_may_spill_to_local_disk_but_must_fit_heap_and_disk():
+    p = ScribeParams(nodes=10_000_000, proximity="plane")
+    _, state, _ = p.state_need()
+    arrays = sum(size for _, size, _ in p.needs())
+    # the state alone is larger than the whole machine here, and passes: Spark spills it
+    limit = GiB + 2 * capacity.ring_bytes(p) + arrays
+    assert state > limit
+    capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB)
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 10,000,000 nodes needs at least "
+                                          r".* more than the JVM heap of 1.0 GiB \(SCRIBE_DRIVER_MEMORY\) and "
+                                          r"the .* free in Spark's local folder .* hold together .*; lower "
+                                          r"'nodes', or point SPARK_LOCAL_DIRS at a larger disk$"):
+        capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB - 1)
+    # on a cluster the state is on the executors' machines
+    capacity.check(p, heap="1g", master="spark://host:7077", limit=limit, disk=0)
+
+
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
     line = capacity.peak_warning(p, "8g", "local[2]", limit=12 * GiB)
-    # the figures measured at 10M, with the workers' ring (52 B per node here) once instead of in each
-    expected = 8 * GiB + 9 * GiB // 10 + (107 + 2 * (111 - 52) + 52) * 25_000_000
+    # the figures measured at 10M, with the workers' ring once instead of in each
+    ring = capacity.RING_BYTES_PER_NODE["transit-stub"]
+    expected = 8 * GiB + 9 * GiB // 10 + (107 + 2 * (111 - ring) + ring) * 25_000_000
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
                            f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g and, per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
     # each local worker adds its own share but the ring; the driver's is there on any master
     assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
-            == 2 * (111 - 52) * 25_000_000)
+            == 2 * (111 - ring) * 25_000_000)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None
     assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=12 * GiB) is None

@@ -48,6 +48,8 @@ class Ring:
         object.__setattr__(self, "pos", pos)
         object.__setattr__(self, "shi", self.hi[order])
         object.__setattr__(self, "slo", self.lo[order])
+        if self.prox.site is not None:
+            self.prox.by_site()   # here, on the driver: shared with the ring, not made in every worker
         # identifies this ring in per-worker caches (survives pickling, unlike id())
         object.__setattr__(self, "token", uuid.uuid4().hex)
 
@@ -138,8 +140,7 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
             out.append(row[:m].astype(np.int64))
         return out
     # site models: nodes grouped by site, sites visited in order of delay from the node's site
-    by_site = _cached(ring, "nodes_by_site", lambda: _group_by_site(prox.site))
-    occupied, starts, members = by_site
+    occupied, starts, members = prox.by_site()
     out = [None] * len(nodes)
     qsite = prox.site[nodes]
     by_delay = topology.sites_by_delay(prox.site_delay)
@@ -164,12 +165,6 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
         for q in queries.tolist():
             out[q] = cand[cand != nodes[q]][:m].astype(np.int64)
     return out
-
-
-def _group_by_site(site: np.ndarray):
-    members = np.argsort(site, kind="stable")
-    occupied, starts = np.unique(site[members], return_index=True)
-    return occupied, np.append(starts, len(site)), members
 
 
 _CACHE: dict = {}

@@ -23,6 +23,8 @@ import numpy as np
 from pyspark import SparkContext, SparkFiles
 from pyspark.broadcast import Broadcast
 
+from scribe_spark import sizes
+
 _log = logging.getLogger(__name__)
 
 SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broadcast stub
@@ -111,9 +113,9 @@ class _Shared:
         return _thaw, (self.key, self.frozen)
 
 
-def _sweep(scratch: str | None) -> None:
+def _sweep(scratch: str) -> None:
     """Remove the shared folders of drivers that are gone (killed before they could clean up)."""
-    for folder in Path(scratch or tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+    for folder in Path(scratch).glob(f"{PREFIX}*-*"):
         pid = folder.name[len(PREFIX):].split("-")[0]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -128,8 +130,8 @@ def _sweep(scratch: str | None) -> None:
 def _write(obj: Any, key: str) -> tuple[Path, _Frozen | _Mapped]:
     """Write an object's large arrays in a new folder beside Spark's scratch files (SPARK_LOCAL_DIRS,
     the disk a user points at for large runs); return the folder and the object's frozen form."""
-    scratch = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
-    folder = Path(scratch or tempfile.gettempdir())
+    scratch = sizes.scratch_dir()
+    folder = Path(scratch)
     try:
         _sweep(scratch)
         folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=scratch))
