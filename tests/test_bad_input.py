@@ -338,10 +338,11 @@ def test_the_node_state_may_spill_to_local_disk_but_must_fit_heap_and_disk():
     limit = GiB + 2 * capacity.ring_bytes(p) + arrays
     assert state > limit
     capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB)
-    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 10,000,000 nodes needs at least "
-                                          r".* more than the JVM heap of 1.0 GiB \(SCRIBE_DRIVER_MEMORY\) and "
-                                          r"the .* free in Spark's local folder .* hold together .*; lower "
-                                          r"'nodes', or point SPARK_LOCAL_DIRS at a larger disk$"):
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 10,000,000 nodes needs at "
+                                          r"least .* more than the JVM heap of 1.0 GiB "
+                                          r"\(SCRIBE_DRIVER_MEMORY\) and the .* free in Spark's local "
+                                          r"folder .* hold together .*; "
+                                          r"lower 'nodes', or point SPARK_LOCAL_DIRS at a larger disk$"):
         capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB - 1)
     # on a cluster the state is on the executors' machines
     capacity.check(p, heap="1g", master="spark://host:7077", limit=limit, disk=0)

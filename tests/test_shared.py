@@ -35,20 +35,23 @@ def test_a_shared_ring_reaches_the_workers_mapped_and_equal(spark):
     assert _seen(spark, bc, read) == repr(want)
 
 
-def test_a_site_models_nodes_by_site_reach_the_workers_mapped(spark):
+def test_a_site_models_nodes_by_site_and_site_order_reach_the_workers_mapped(spark):
     rng = np.random.default_rng(5)
     n = 20_000
     hi, lo = ids.random_ids(n, rng)
-    prox = topology.on_sites("transit-stub", n, rng.random((40, 40)).astype(np.float32), 1.0, rng, False)
-    ring = Ring(hi, lo, 4, 16, 32, prox)      # made on the driver with the ring, not in each worker
+    prox = topology.on_sites("transit-stub", n, rng.random((200, 200)).astype(np.float32), 1.0, rng, False)
+    ring = Ring(hi, lo, 4, 16, 32, prox)      # both made on the driver with the ring, not in each worker
     occupied, starts, members = ring.prox.by_site()
+    order = ring.prox.site_order()
     bc = share(spark.sparkContext, ring)
 
     def read(r):
-        got = r.prox.by_site()
-        return (isinstance(got[2], np.memmap), got[2].dtype.str, [int(a.sum()) for a in got])
+        got, sites = r.prox.by_site(), r.prox.site_order()
+        return (isinstance(got[2], np.memmap), got[2].dtype.str, [int(a.sum()) for a in got],
+                isinstance(sites, np.memmap), int((sites[:, :5].astype(np.int64) * np.arange(5)).sum()))
     assert _seen(spark, bc, read) == repr((True, "<i4", [int(occupied.sum()), int(starts.sum()),
-                                                         int(members.sum())]))
+                                                         int(members.sum())],
+                                           True, int((order[:, :5].astype(np.int64) * np.arange(5)).sum())))
     assert (np.diff(ring.prox.site[members]) >= 0).all() and len(members) == n
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from scribe_spark import ids, topology
+from scribe_spark import ids
 from scribe_spark.topology import Proximity
 
 FLAT_CLASS_MAX = 256        # prefix classes up to this size use the flat pair search
@@ -48,8 +48,9 @@ class Ring:
         object.__setattr__(self, "pos", pos)
         object.__setattr__(self, "shi", self.hi[order])
         object.__setattr__(self, "slo", self.lo[order])
-        if self.prox.site is not None:
-            self.prox.by_site()   # here, on the driver: shared with the ring, not made in every worker
+        if self.prox.site is not None:   # made here, on the driver: shared with the ring, not in every worker
+            self.prox.by_site()
+            self.prox.site_order(keep=True)
         # identifies this ring in per-worker caches (survives pickling, unlike id())
         object.__setattr__(self, "token", uuid.uuid4().hex)
 
@@ -143,7 +144,7 @@ def neighborhood_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     occupied, starts, members = prox.by_site()
     out = [None] * len(nodes)
     qsite = prox.site[nodes]
-    by_delay = topology.sites_by_delay(prox.site_delay)
+    by_delay = prox.site_order()
     is_occupied = np.zeros(len(prox.site_delay), dtype=bool)
     is_occupied[occupied] = True
     per_site = np.diff(starts)                  # members of each occupied site
