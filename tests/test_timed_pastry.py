@@ -307,3 +307,86 @@ def test_a_dead_table_entry_is_refilled_from_the_nearest_entries_of_its_row():
     off = TimedPastry(ring, link, dataclasses.replace(PARAMS, table_repair=False), phase)
     res = off.run({y: t_c}, [(t_c + 1.0, x, int(ring.hi[y]), int(ring.lo[y]))], t_c + 2000.0)
     assert off.node_state(x)[1][s] == -1 and not res.table_asks and res.messages["table_request"] == 0
+
+
+def test_a_recovered_node_is_back_in_every_leaf_set_and_takes_its_keys_again():
+    """A node that crashes and comes back asks its last leaf set: after the replies and notices, every
+    leaf set is the converged one again, no one knows it dead, and lookups of its keys reach it."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    y, t_c, t_r = 123, 1500.0, 1500.0 + 3 * T_KA   # down long enough for every member to declare it
+    sim = TimedPastry(ring, lambda u, v: 20.0, PARAMS, phase)
+    state = converged(ring)
+    khi, klo = int(ring.hi[y]), int(ring.lo[y])
+    looks = [(t_r - 10.0, 7, khi, klo), (t_r + 2 * T_FD, 7, khi, klo)]
+    res = sim.run({y: t_c}, looks, t_r + 2 * T_KA + 2 * T_FD, recoveries={y: t_r})
+    members = state[y][0]
+    assert sorted(x for f, x, _, _ in res.detections if f == y) == sorted(members)
+    assert res.messages["rejoin"] == len(members) and res.messages["rejoin_reply"] == len(members)
+    assert res.sent_at["rejoin"] == [t_r] * len(members)
+    assert sim.leaf_sets() == [row for row, _, _ in state]
+    assert not any(y in sim.node_state(x)[3] for x in range(ring.n))
+    before, after = res.lookups
+    assert before["dest"] != y and after["outcome"] == "correct" and after["dest"] == y
+
+
+def test_timers_and_replies_of_a_nodes_life_before_a_crash_do_nothing_after_it_recovers():
+    """x crashes just after probing its leaf set and is back before the probes' timers: the replies
+    came while it was down, yet it declares no one failed; it ticks again from its next tick on."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    x = 45
+    t_tick = float(phase[x]) + 2 * T_KA
+    t_c, t_r = t_tick + 1.0, t_tick + 100.0      # the replies (20 ms each way) arrive while x is down
+    sim = TimedPastry(ring, lambda u, v: 20.0, PARAMS, phase)
+    until = t_tick + 3 * T_KA
+    res = sim.run({x: t_c}, [], until, recoveries={x: t_r})
+    assert [d for d in res.detections if d[1] == x] == []
+    assert not any(f == x for f, _, _, _ in res.detections)    # nobody probed it while it was down
+    ticks_x = [t for t in res.sent_at["probe"] if t in {float(phase[x]) + k * T_KA for k in range(6)}]
+    assert sorted(set(ticks_x)) == [float(phase[x]) + k * T_KA for k in range(5)]
+    assert sim.leaf_sets()[x] == converged(ring)[x][0]
+
+
+def test_a_recovering_node_declares_the_members_that_do_not_answer():
+    """A member of the recovered node's last leaf set that is down gets no rejoin through: the node
+    declares it failed T_fd after asking, and its leaf set ends as on the ring without that member."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    y = 123
+    z = converged(ring)[y][0][0]
+    t_r = 1500.0 + 3 * T_KA
+    sim = TimedPastry(ring, lambda u, v: 20.0, PARAMS, phase)
+    res = sim.run({y: 1500.0, z: 1400.0}, [], t_r + 3 * T_KA + 2 * T_FD, recoveries={y: t_r})
+    assert (z, y, 1400.0, t_r + T_FD) in res.detections
+    want = live_leaf_sets(ring, {z})
+    assert {v: sim.leaf_sets()[v] for v in want} == want
+    with pytest.raises(ValueError, match="recovers only after it crashed or left"):
+        sim.run({}, [], 10.0, recoveries={y: 5.0})
+    with pytest.raises(ValueError, match="recovers only after it crashed or left"):
+        sim.run({y: 5.0}, [], 10.0, recoveries={y: 5.0})
+
+
+def test_after_crashes_leaves_and_recoveries_the_leaf_sets_are_those_of_the_live_ring():
+    """Thirty crashes and ten leaves, twenty-five of them followed by a recovery, at random times: long
+    after the last one every live node's leaf set is its converged one among the live nodes, and every
+    lookup issued then ends at the right node."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    rng = np.random.default_rng(4)
+    phase = rng.uniform(0.0, T_KA, ring.n)
+    down = rng.choice(ring.n, 40, replace=False)
+    crashes = {int(v): float(rng.uniform(0, 20_000)) for v in down[:30]}
+    leaves = {int(v): float(rng.uniform(0, 20_000)) for v in down[30:]}
+    back = {v: t + float(rng.uniform(100, 10_000)) for v, t in list({**crashes, **leaves}.items())[:25]}
+    looks = random_lookups(rng, ring.n, 100, 45_000.0, 50_000.0)
+
+    def link(u: int, v: int) -> float:
+        return float(ring.prox.dist([u], [v])[0])
+    sim = TimedPastry(ring, link, PARAMS, phase)
+    res = sim.run(crashes, looks, 55_000.0, leaves=leaves, recoveries=back)
+    dead = (set(crashes) | set(leaves)) - set(back)
+    want = live_leaf_sets(ring, dead)
+    assert {x: sim.leaf_sets()[x] for x in want} == want
+    assert res.messages["rejoin"] > 0 and res.messages["announce"] > 0
+    assert {look["outcome"] for look in res.lookups} <= {"correct", "not_issued"}
+    assert sum(look["outcome"] == "correct" for look in res.lookups) > 80

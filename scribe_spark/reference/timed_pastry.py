@@ -13,17 +13,33 @@ dead, and a reply arriving at the very time its timer expires counts as in time.
 
 **Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
 message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply,
-table_request, table_reply, leave, lookup (also a LOOKUP sent to a dead node). A reply is sent
+table_request, table_reply, leave, rejoin, rejoin_reply, announce, lookup (also a LOOKUP sent to a
+dead node). A reply is sent
 only when its request's arrival is processed, so a probe arriving at or after `until_ms` has no reply counted.
 
 **State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
 `routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
 successors nearest first; a flat routing table (-1 empty); a neighbourhood set; and the set of
 nodes it knows dead, empty. The ring must have more than L nodes, so that the two sides are disjoint.
-Nodes crash at the times given (no recovery, no joins): a crashed node processes nothing more, the
-messages arriving at it are dropped and its timers do nothing. A node that leaves gracefully at a
-time given first sends a LEAVE to every member of its current leaf set, then stops as a crashed
-node does; a live member that receives it declares the leaver failed at once (below).
+Nodes crash at the times given (no joins): a crashed node processes nothing, the messages arriving
+at it are dropped and its timers do nothing, until it recovers, if it does (below). A node that leaves
+gracefully at a time given first sends a LEAVE to every member of its current leaf set, then stops as
+a crashed node does; a live member that receives it declares the leaver failed at once (below).
+
+**Recovery.** A node that crashed or left may come back at a time given, with the same id and the
+leaf set, routing table and neighbourhood set it had when it went down, but knowing no node dead (who
+died or came back meanwhile it cannot know). Its timers and requests from before do nothing: each node
+has an incarnation, which a recovery starts anew, and a timer or reply of an earlier one is ignored (a
+lookup it held when it went down is lost at its timeout). It ticks again from its first tick at or
+after its recovery, and sends a REJOIN to every member of its last known leaf set, with a timer T_fd
+later as a leaf-set request has. A live member m that receives it *welcomes* x: x is no longer dead to
+m, and m takes it into its leaf set if it is among the L/2 nearest of its side (the merge below, with x
+as the one candidate beside m's leaf set); then m answers with a REJOIN_REPLY holding its leaf set,
+which x merges as a LEAF_REPLY. After each merge x sends an ANNOUNCE to every member of its leaf set it
+has not sent a REJOIN or ANNOUNCE to since it recovered, and a live receiver welcomes x. A member that
+does not answer the REJOIN by the timer is declared failed. A node is not declared failed by the timer
+of a probe or request sent to it at most T_fd before it welcomed that node (it said it was back after
+the request was sent).
 
 **Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
 PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
@@ -82,6 +98,7 @@ under way at `until_ms`, or issued at or after it, is unfinished.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
@@ -145,6 +162,8 @@ class _Node:
     nbr: list[int]
     known_dead: set[int]
     asked: dict[int, set[int]] = field(default_factory=dict)  # slot -> the nodes asked in its repair
+    told: set[int] | None = None   # after a recovery: the nodes told it is back (asked or announced to)
+    heard: dict[int, float] = field(default_factory=dict)   # node -> when it last said it is back
 
     @property
     def leaf(self) -> list[int]:
@@ -202,15 +221,23 @@ class TimedPastry:
     # ------------------------------------------------------------ the event loop
 
     def run(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float,
-            leaves: dict[int, float] | None = None) -> TimedResult:
+            leaves: dict[int, float] | None = None,
+            recoveries: dict[int, float] | None = None) -> TimedResult:
         """Simulate from the converged state to `until_ms` (reset first: runs are independent);
-        `leaves` are graceful leaves {node: time}, nodes that do not also crash."""
-        leaves = leaves or {}
+        `leaves` are graceful leaves {node: time}, nodes that do not also crash; `recoveries` {node: time}
+        bring back nodes that crashed or left before that time."""
+        leaves, recoveries = leaves or {}, recoveries or {}
         if set(leaves) & set(crashes):
             raise ValueError("a node either crashes or leaves")
-        self._reset({**crashes, **leaves}, lookups, until_ms)
+        gone = {**crashes, **leaves}
+        if any(v not in gone or not t > gone[v] for v, t in recoveries.items()):
+            raise ValueError("a node recovers only after it crashed or left")
+        self._reset(gone, lookups, until_ms)
+        self.up_at = {int(v): float(t) for v, t in recoveries.items()}
         for v, t in sorted(self.crash_at.items()):
             self._push(t, CRASH, self._leave if v in leaves else self._crash, v)
+        for v, t in sorted(self.up_at.items()):
+            self._push(t, CRASH, self._recover, v)
         for x in range(self.ring.n):
             self._schedule_tick(x, 0)
         for lid, (t, *_rest) in enumerate(lookups):
@@ -229,6 +256,8 @@ class TimedPastry:
         self.nodes = self._fresh_nodes()
         self.until = float(until_ms)
         self.alive = np.ones(n, dtype=bool)
+        self.inc = np.zeros(n, dtype=np.int64)   # each node's incarnation: a recovery starts a new one
+        self.up_at: dict[int, float] = {}
         self.crash_at = {int(v): float(t) for v, t in crashes.items()}
         self.heap: list = []
         self.seq = 0
@@ -267,6 +296,66 @@ class TimedPastry:
         """Node v stops."""
         self.alive[v] = False
 
+    def _down_at(self, v: int, t: float) -> bool:
+        """Whether v is down at t: crashed or left at or before t, and not recovered by then."""
+        return self.crash_at.get(v, np.inf) <= t < self.up_at.get(v, np.inf)
+
+    def _heard(self, x: int, y: int, t: float) -> bool:
+        """Whether x heard y say it is back since the request whose timer runs out at t was sent."""
+        return self.nodes[x].heard.get(y, -np.inf) >= t - self.params.failure_timeout_ms
+
+    def _live(self, x: int, inc: int) -> bool:
+        """Whether x is alive in the incarnation `inc` (a timer or reply of an earlier one does nothing)."""
+        return bool(self.alive[x]) and int(self.inc[x]) == inc
+
+    # ------------------------------------------------------------ recovery
+
+    def _recover(self, t: float, x: int) -> None:
+        """x comes back with the tables it had when it went down, knowing no node dead: it ticks again and
+        asks every member of its last known leaf set for its leaf set; each live one that gets the request
+        knows x alive."""
+        self.alive[x] = True
+        self.inc[x] += 1
+        node, inc = self.nodes[x], int(self.inc[x])
+        node.asked.clear()
+        node.known_dead.clear()   # stale: who died or came back while it was away, it cannot know
+        node.told = set(node.leaf)
+        k = max(0, math.ceil((t - float(self.phase[x])) / self.params.keepalive_ms))
+        self._schedule_tick(x, k)
+        for m in node.leaf:
+            rid = self._new_id()
+            self.pending.add(rid)
+            self._send("rejoin", x, m, t, self._on_rejoin, x, m, rid, inc)
+            self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, m, rid, inc)
+
+    def _on_rejoin(self, t: float, x: int, m: int, rid: int, inc: int) -> None:
+        """A live m learns x is back, takes it into its leaf set if it is among the nearest, and replies
+        with its leaf set."""
+        if self.alive[m]:
+            self._welcome(m, x, t)
+            self._send("rejoin_reply", m, x, t, self._on_leaf_reply, x, m, rid, self.nodes[m].leaf, inc)
+
+    def _welcome(self, m: int, x: int, t: float) -> None:
+        """m hears from x that it is back: x is no longer dead to m (nor declared failed for a request
+        sent before), and joins m's leaf set if among the L/2 nearest."""
+        node = self.nodes[m]
+        node.known_dead.discard(x)
+        node.heard[x] = t
+        node.pred, node.succ = self.nearest_sides(m, (set(node.leaf) | {x}) - {m} - node.known_dead)
+
+    def _announce(self, t: float, x: int) -> None:
+        """A recovered x tells the members of its leaf set it has not told yet that it is back."""
+        node = self.nodes[x]
+        for c in node.leaf:
+            if c not in node.told:
+                node.told.add(c)
+                self._send("announce", x, c, t, self._on_announce, c, x)
+
+    def _on_announce(self, t: float, c: int, x: int) -> None:
+        """A live c learns x is back."""
+        if self.alive[c]:
+            self._welcome(c, x, t)
+
     def _leave(self, t: float, v: int) -> None:
         """Node v tells its leaf set that it leaves, then stops."""
         for m in self.nodes[v].leaf:
@@ -284,17 +373,17 @@ class TimedPastry:
         """Schedule x's k-th tick, phase + k T_ka, if it falls before the end."""
         t = float(self.phase[x]) + k * self.params.keepalive_ms
         if t < self.until:
-            self._push(t, TIMER, self._tick, x, k)
+            self._push(t, TIMER, self._tick, x, k, int(self.inc[x]))
 
-    def _tick(self, t: float, x: int, k: int) -> None:
+    def _tick(self, t: float, x: int, k: int, inc: int) -> None:
         """A live x probes every member of its leaf set, each probe with its own timer."""
-        if not self.alive[x]:
-            return   # a dead node ticks no more
+        if not self._live(x, inc):
+            return   # a dead node ticks no more (a recovered one ticks anew)
         for y in self.nodes[x].leaf:
             pid = self._new_id()
             self.pending.add(pid)
             self._send("probe", x, y, t, self._on_probe, x, y, pid)
-            self._push(t + self.params.failure_timeout_ms, TIMER, self._probe_timeout, x, y, pid)
+            self._push(t + self.params.failure_timeout_ms, TIMER, self._probe_timeout, x, y, pid, inc)
         self._schedule_tick(x, k + 1)
 
     def _on_probe(self, t: float, x: int, y: int, pid: int) -> None:
@@ -307,11 +396,11 @@ class TimedPastry:
         if self.alive[x]:
             self.pending.discard(rid)
 
-    def _probe_timeout(self, t: float, x: int, y: int, pid: int) -> None:
+    def _probe_timeout(self, t: float, x: int, y: int, pid: int, inc: int) -> None:
         """No reply to probe `pid` yet: y is failed if still in x's leaf set."""
         answered = pid not in self.pending
         self.pending.discard(pid)
-        if self.alive[x] and not answered and y in self.nodes[x].leaf:
+        if self._live(x, inc) and not answered and y in self.nodes[x].leaf and not self._heard(x, y, t):
             self.declare_failed(x, y, t)
 
     def declare_failed(self, x: int, y: int, t: float, by_lookup: bool = False) -> None:
@@ -346,23 +435,26 @@ class TimedPastry:
         rid = self._new_id()
         self.pending.add(rid)
         self.repair_starts.append((x, y, z, t))
-        self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid)
-        self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid)
+        inc = int(self.inc[x])
+        self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid, inc)
+        self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid, inc)
 
-    def _on_leaf_request(self, t: float, x: int, z: int, rid: int) -> None:
+    def _on_leaf_request(self, t: float, x: int, z: int, rid: int, inc: int) -> None:
         """A live z answers at once with a copy of its leaf set."""
         if self.alive[z]:
-            self._send("leaf_reply", z, x, t, self._on_leaf_reply, x, z, rid, self.nodes[z].leaf)
+            self._send("leaf_reply", z, x, t, self._on_leaf_reply, x, z, rid, self.nodes[z].leaf, inc)
 
-    def _on_leaf_reply(self, t: float, x: int, z: int, rid: int, members: list[int]) -> None:
-        """A live x merges z's leaf set into its own."""
-        if not self.alive[x]:
+    def _on_leaf_reply(self, t: float, x: int, z: int, rid: int, members: list[int], inc: int) -> None:
+        """A live x merges z's leaf set into its own (a recovered x then tells the new members)."""
+        if not self._live(x, inc):
             return
         self.pending.discard(rid)
         node = self.nodes[x]
         cands = (set(node.leaf) | set(members) | {z}) - {x} - node.known_dead
         node.pred, node.succ = self.nearest_sides(x, cands)
         self.repairs.append((x, t))
+        if node.told is not None:
+            self._announce(t, x)
 
     def nearest_sides(self, x: int, cands: set[int]) -> tuple[list[int], list[int]]:
         """(predecessors, successors) of x among cands: each candidate on the side it is nearer on
@@ -374,11 +466,11 @@ class TimedPastry:
         pred = sorted((c for c in cands if cw[c] > n - cw[c]), key=lambda c: n - cw[c])[:half]
         return pred, succ
 
-    def _leaf_timeout(self, t: float, x: int, z: int, rid: int) -> None:
+    def _leaf_timeout(self, t: float, x: int, z: int, rid: int, inc: int) -> None:
         """No leaf reply from z yet: z is failed."""
         answered = rid not in self.pending
         self.pending.discard(rid)
-        if self.alive[x] and not answered:
+        if self._live(x, inc) and not answered and not self._heard(x, z, t):
             self.declare_failed(x, z, t)
 
     # ------------------------------------------------------------ routing-table repair
@@ -394,8 +486,9 @@ class TimedPastry:
         rid = self._new_id()
         self.pending.add(rid)
         self.table_asks.append((x, s, w, t))
-        self._send("table_request", x, w, t, self._on_table_request, x, w, s, rid)
-        self._push(t + self.params.failure_timeout_ms, TIMER, self._table_timeout, x, w, s, rid)
+        inc = int(self.inc[x])
+        self._send("table_request", x, w, t, self._on_table_request, x, w, s, rid, inc)
+        self._push(t + self.params.failure_timeout_ms, TIMER, self._table_timeout, x, w, s, rid, inc)
 
     def _table_candidate(self, x: int, s: int) -> int | None:
         """The nearest non-empty entry not yet asked for slot s, in s's row or the first row after it
@@ -407,16 +500,16 @@ class TimedPastry:
                 return min(row, key=lambda e: (float(self.link(x, e)), e))
         return None
 
-    def _on_table_request(self, t: float, x: int, w: int, s: int, rid: int) -> None:
+    def _on_table_request(self, t: float, x: int, w: int, s: int, rid: int, inc: int) -> None:
         """A live w answers at once with its entry at slot s (-1 if empty)."""
         if self.alive[w]:
             rt = self.nodes[w].rt
             entry = rt[s] if s < len(rt) else -1
-            self._send("table_reply", w, x, t, self._on_table_reply, x, s, rid, entry)
+            self._send("table_reply", w, x, t, self._on_table_reply, x, s, rid, entry, inc)
 
-    def _on_table_reply(self, t: float, x: int, s: int, rid: int, entry: int) -> None:
+    def _on_table_reply(self, t: float, x: int, s: int, rid: int, entry: int, inc: int) -> None:
         """A live x takes the entry if it names a node it may use while its own is empty; else asks on."""
-        if not self.alive[x] or rid not in self.pending:
+        if not self._live(x, inc) or rid not in self.pending:
             return   # a reply after its timer: the repair went on without it
         self.pending.discard(rid)
         node = self.nodes[x]
@@ -427,12 +520,13 @@ class TimedPastry:
         else:
             self._ask_table(x, s, t)
 
-    def _table_timeout(self, t: float, x: int, w: int, s: int, rid: int) -> None:
+    def _table_timeout(self, t: float, x: int, w: int, s: int, rid: int, inc: int) -> None:
         """No table reply from w yet: w is failed, and x asks the next node."""
         answered = rid not in self.pending
         self.pending.discard(rid)
-        if self.alive[x] and not answered:
-            self.declare_failed(x, w, t)
+        if self._live(x, inc) and not answered:
+            if not self._heard(x, w, t):
+                self.declare_failed(x, w, t)
             self._ask_table(x, s, t)
 
     # ------------------------------------------------------------ lookups
@@ -460,8 +554,8 @@ class TimedPastry:
             return
         self.messages["lookup"] += 1
         arrive = self._arrival(u, v, t)
-        if self.crash_at.get(v, np.inf) <= arrive:   # dead on arrival: only a timeout tells u
-            self._push(t + self.params.rto_ms, TIMER, self._lookup_timeout, lid, u, v)
+        if self._down_at(v, arrive):   # dead on arrival: only a timeout tells u
+            self._push(t + self.params.rto_ms, TIMER, self._lookup_timeout, lid, u, v, int(self.inc[u]))
         else:
             self._push(arrive, MESSAGE, self._on_lookup, lid, v)
 
@@ -489,9 +583,10 @@ class TimedPastry:
         self.lookups[lid]["hops"] += 1
         self._step(t, lid, v)
 
-    def _lookup_timeout(self, t: float, lid: int, u: int, v: int) -> None:
-        """u learns v is dead: declares it failed and routes the lookup again (lost if u died meanwhile)."""
-        if not self.alive[u]:
+    def _lookup_timeout(self, t: float, lid: int, u: int, v: int, inc: int) -> None:
+        """u learns v is dead: declares it failed and routes the lookup again (lost if u died meanwhile,
+        even if it is back by then)."""
+        if not self._live(u, inc):
             self._finish(lid, "lost", -1, t)
             return
         self.declare_failed(u, v, t, by_lookup=self.params.table_repair)
