@@ -324,6 +324,7 @@ def test_a_recovered_node_is_back_in_every_leaf_set_and_takes_its_keys_again():
     assert sorted(x for f, x, _, _ in res.detections if f == y) == sorted(members)
     assert res.messages["rejoin"] == len(members) and res.messages["rejoin_reply"] == len(members)
     assert res.sent_at["rejoin"] == [t_r] * len(members)
+    assert len(res.repairs) == len(members)   # the members' repairs after the crash; rejoins are none
     assert sim.leaf_sets() == [row for row, _, _ in state]
     assert not any(y in sim.node_state(x)[3] for x in range(ring.n))
     before, after = res.lookups

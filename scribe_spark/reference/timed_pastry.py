@@ -14,8 +14,8 @@ dead, and a reply arriving at the very time its timer expires counts as in time.
 **Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
 message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply,
 table_request, table_reply, leave, rejoin, rejoin_reply, announce, lookup (also a LOOKUP sent to a
-dead node). A reply is sent
-only when its request's arrival is processed, so a probe arriving at or after `until_ms` has no reply counted.
+dead node). A reply is sent only when its request's arrival is processed, so a probe arriving at or
+after `until_ms` has no reply counted.
 
 **State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
 `routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
@@ -35,11 +35,11 @@ after its recovery, and sends a REJOIN to every member of its last known leaf se
 later as a leaf-set request has. A live member m that receives it *welcomes* x: x is no longer dead to
 m, and m takes it into its leaf set if it is among the L/2 nearest of its side (the merge below, with x
 as the one candidate beside m's leaf set); then m answers with a REJOIN_REPLY holding its leaf set,
-which x merges as a LEAF_REPLY. After each merge x sends an ANNOUNCE to every member of its leaf set it
-has not sent a REJOIN or ANNOUNCE to since it recovered, and a live receiver welcomes x. A member that
-does not answer the REJOIN by the timer is declared failed. A node is not declared failed by the timer
-of a probe or request sent to it at most T_fd before it welcomed that node (it said it was back after
-the request was sent).
+which x merges as a LEAF_REPLY (not logged as a repair). After each merge x sends an ANNOUNCE to
+every member of its leaf set it has not sent a REJOIN or ANNOUNCE to since it recovered, and a live
+receiver welcomes x. A member that does not answer the REJOIN by the timer is declared failed. A node
+is not declared failed by the timer of a probe or request sent to it at most T_fd before it welcomed
+that node (it said it was back after the request was sent).
 
 **Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
 PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
@@ -333,7 +333,13 @@ class TimedPastry:
         with its leaf set."""
         if self.alive[m]:
             self._welcome(m, x, t)
-            self._send("rejoin_reply", m, x, t, self._on_leaf_reply, x, m, rid, self.nodes[m].leaf, inc)
+            self._send("rejoin_reply", m, x, t, self._on_rejoin_reply, x, m, rid, self.nodes[m].leaf, inc)
+
+    def _on_rejoin_reply(self, t: float, x: int, m: int, rid: int, members: list[int], inc: int) -> None:
+        """A live x merges m's leaf set into its own, as a leaf-set reply but logged as no repair."""
+        if self._live(x, inc):
+            self.pending.discard(rid)
+            self._merge(t, x, m, members)
 
     def _welcome(self, m: int, x: int, t: float) -> None:
         """m hears from x that it is back: x is no longer dead to m (nor declared failed for a request
@@ -445,14 +451,17 @@ class TimedPastry:
             self._send("leaf_reply", z, x, t, self._on_leaf_reply, x, z, rid, self.nodes[z].leaf, inc)
 
     def _on_leaf_reply(self, t: float, x: int, z: int, rid: int, members: list[int], inc: int) -> None:
-        """A live x merges z's leaf set into its own (a recovered x then tells the new members)."""
-        if not self._live(x, inc):
-            return
-        self.pending.discard(rid)
+        """A live x merges z's leaf set into its own: a repair."""
+        if self._live(x, inc):
+            self.pending.discard(rid)
+            self._merge(t, x, z, members)
+            self.repairs.append((x, t))
+
+    def _merge(self, t: float, x: int, z: int, members: list[int]) -> None:
+        """x keeps the nearest of its leaf set, z's and z (a recovered x then tells the new members)."""
         node = self.nodes[x]
         cands = (set(node.leaf) | set(members) | {z}) - {x} - node.known_dead
         node.pred, node.succ = self.nearest_sides(x, cands)
-        self.repairs.append((x, t))
         if node.told is not None:
             self._announce(t, x)
 
