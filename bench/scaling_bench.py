@@ -12,7 +12,7 @@ points. `standalone` starts the local cluster with `./run.sh cluster start` (mas
 event log, attributed to phases by job group), and the peak summed RSS of the driver's process tree plus,
 on the cluster, the executors' process trees (the idle master/worker daemons are not counted).
 Where the bytes go: the cached frames' size in memory and on disk after each phase (Spark's
-storage info), the pickled size of the broadcast ring (each Python worker holds one copy),
+storage info), the pickled size of the ring (about the size of the files each executor maps once),
 bytes spilled per phase (event log), and the peak RSS of each kind of process (JVMs, the
 Python driver, Python workers: their peaks need not coincide).
 The workload is the S1 one: transit-stub network (`--proximity plane`: the plane model instead),
