@@ -58,29 +58,34 @@ def ring_bytes(p: Any) -> int:
     """Lower bound of one in-memory copy of the ring (ids, ring order, locations, site delays)."""
     size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
     if p.proximity == "transit-stub":
-        size += p.topology.routers ** 2 * 4      # the float32 router delays
+        size += p.topology.routers ** 2 * 6      # the float32 router delays and the int16 site order
     return size
 
 
-# each kind of process at its own peak in S1 at 10,000,000 nodes (transit-stub, local[2], an 8 GiB
-# heap, subscriptions drawn by Spark tasks; the performance page has the run): the driver JVM's
-# resident memory beyond its heap, the Python driver's bytes per node of the overlay (its fixed
-# part included), and each local Python worker's (resident, so the ring's mapped pages count in
-# each). The peaks need not coincide, so their sum overestimates a run's peak. The local workers map
-# one shared copy of the ring (`spark/shared.py`): its bytes count once for all of them, and come off
-# each worker's figure.
+# each kind of process at its own peak in S1 (transit-stub, local[2], an 8 GiB heap; the performance page
+# has the runs). The driver JVM's resident memory beyond its heap, and the Python driver's bytes per node
+# of the overlay (its fixed part included), at 10,000,000 nodes, plus the 4 bytes per node the ring has
+# held since then (the nodes grouped by site). Each local Python worker's own memory (anonymous pages)
+# at 2,000,000 and 4,000,000 nodes: a fixed part and its growth per node (the prefix classes its tasks
+# search, which grow with the ring until they hold every site). The files the local workers map once
+# for all of them (`spark/shared.py`): the ring, and beside it the site order, the router delays and
+# the libraries (WORKERS_SHARED_BYTES). The peaks need not coincide, so their sum overestimates a run's
+# peak.
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.8-8.9 GiB resident with an 8 GiB heap
-DRIVER_BYTES_PER_NODE = 107   # 1.00 GiB
-WORKER_BYTES_PER_NODE = 111   # 2.07 GiB for two workers
+DRIVER_BYTES_PER_NODE = 111   # 1.00 GiB at 10M, and the ring's 4 bytes per node more
+WORKER_FIXED_BYTES = 190 << 20   # 224 and 258 MiB at 2M and 4M nodes
+WORKER_BYTES_PER_NODE = 18
+WORKERS_SHARED_BYTES = 140 << 20   # resident, not the worker's own, not the ring: 140 MiB at 4M
 
 
 def expected_peak(p: Any, heap_bytes: int, master: str) -> int:
     """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak,
-    the workers' ring once (mapped from one file) instead of in each."""
-    workers = local_workers(master)
+    the files the local workers map (the ring among them) once for all of them."""
+    workers, n = local_workers(master), p.peak_nodes()
     ring = RING_BYTES_PER_NODE.get(p.proximity, 48)
-    per_node = DRIVER_BYTES_PER_NODE + workers * (WORKER_BYTES_PER_NODE - ring) + (ring if workers else 0)
-    return heap_bytes + JVM_BEYOND_HEAP + per_node * p.peak_nodes()
+    python = DRIVER_BYTES_PER_NODE * n + workers * (WORKER_FIXED_BYTES + WORKER_BYTES_PER_NODE * n)
+    shared = (ring * n + WORKERS_SHARED_BYTES) if workers else 0
+    return heap_bytes + JVM_BEYOND_HEAP + python + shared
 
 
 def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> str | None:
@@ -97,10 +102,10 @@ def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> st
         return None
     workers = local_workers(master)
     return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes may need up to about "
-            f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap} and, per node, "
-            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver and about {WORKER_BYTES_PER_NODE} in each "
-            f"of {workers} local Python workers, the ring's share once, each at its peak measured at 10M "
-            "nodes), more than this "
+            f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap}; per node, "
+            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver, {WORKER_BYTES_PER_NODE} in each of "
+            f"{workers} local Python workers beside its fixed {human_bytes(WORKER_FIXED_BYTES)}, and the "
+            "ring the workers map once; each process at its peak as measured for S1), more than this "
             f"machine's {human_bytes(limit)}: the run may be stopped for lack of memory; lower 'nodes', "
             "SCRIBE_DRIVER_MEMORY or the local workers (--master local[N])")
 

@@ -302,7 +302,7 @@ def test_python_workers_on_this_machine_follow_the_master(master, workers):
 def test_the_ring_copies_must_fit_beside_the_jvm_heap():
     p = ScribeParams(nodes=1_000_000)
     one = capacity.ring_bytes(p)
-    assert one == 1_000_000 * 56 + p.topology.routers ** 2 * 4
+    assert one == 1_000_000 * 56 + p.topology.routers ** 2 * 6
     # the driver's copy and the one file every local worker maps: 2 copies, whatever the workers
     capacity.check(p, limit=8 * GiB + 2 * one + 1, heap="8g", master="local[4]")
     with pytest.raises(ConfigError, match=r"^key 'nodes': the ring .* mapped by the local Python workers.*"
@@ -351,16 +351,19 @@ def test_the_node_state_may_spill_to_local_disk_but_must_fit_heap_and_disk():
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
     line = capacity.peak_warning(p, "8g", "local[2]", limit=12 * GiB)
-    # the figures measured at 10M, with the workers' ring once instead of in each
-    ring = capacity.RING_BYTES_PER_NODE["transit-stub"]
-    expected = 8 * GiB + 9 * GiB // 10 + (107 + 2 * (111 - ring) + ring) * 25_000_000
+    # the measured figures: the driver's per node, each worker's own fixed part and per node, and the
+    # files the workers map (the ring among them) once
+    n, ring = 25_000_000, capacity.RING_BYTES_PER_NODE["transit-stub"]
+    expected = (8 * GiB + 9 * GiB // 10 + 111 * n + 2 * (190 * 2**20 + 18 * n) + ring * n + 140 * 2**20)
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
-                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g and, per node, ")
+                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g; per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
-    # each local worker adds its own share but the ring; the driver's is there on any master
+    # each local worker adds its own part; the driver's is there on any master, the shared files once
     assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
-            == 2 * (111 - ring) * 25_000_000)
+            == 2 * (190 * 2**20 + 18 * n))
+    assert (capacity.expected_peak(p, 0, "local[1]") - capacity.expected_peak(p, 0, "spark://host:7077")
+            == 190 * 2**20 + 18 * n + ring * n + 140 * 2**20)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None
     assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=12 * GiB) is None
