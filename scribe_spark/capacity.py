@@ -20,6 +20,7 @@ from typing import Any
 
 from scribe_spark.knobs import ConfigError
 from scribe_spark.sizes import free_bytes, human_bytes, knob_names, machine_bytes, require, scratch_dir
+from scribe_spark.topology import SITE_ORDER_MAX_SITES
 
 MEMORY = re.compile(r"[1-9][0-9]*[kKmMgGtT]")
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -58,7 +59,8 @@ def ring_bytes(p: Any) -> int:
     """Lower bound of one in-memory copy of the ring (ids, ring order, locations, site delays)."""
     size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
     if p.proximity == "transit-stub":
-        size += p.topology.routers ** 2 * 6      # the float32 router delays and the int16 site order
+        routers = p.topology.routers
+        size += routers ** 2 * (4 + 2 * (routers <= SITE_ORDER_MAX_SITES))   # delays, and the site order
     return size
 
 

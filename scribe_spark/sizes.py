@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from scribe_spark.knobs import ConfigError
@@ -40,9 +41,13 @@ def scratch_dir() -> str:
 
 
 def free_bytes(folder: str) -> int:
-    """Free bytes on the disk that holds `folder` (0 if it cannot be read)."""
+    """Free bytes on the disk that holds `folder`, or would hold it (its nearest existing parent, as Spark
+    makes the folder it is given); 0 if none can be read."""
+    path = Path(folder).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
     try:
-        return shutil.disk_usage(folder).free
+        return shutil.disk_usage(path).free
     except OSError:
         return 0
 

@@ -411,3 +411,7 @@ def test_a_cluster_knob_is_checked_before_the_cluster_starts(tmp_path):
     assert res.returncode == 2 and not (tmp_path / "cluster").exists()
     assert res.stderr.splitlines() == [
         "run.sh: error: SCRIBE_CLUSTER_PORT: '70000' is not an integer in 1..65535"]
+
+
+def test_the_free_disk_of_a_local_folder_spark_has_not_made_yet_is_its_parents(tmp_path):
+    assert sizes.free_bytes(str(tmp_path / "not" / "made" / "yet")) > 0

@@ -391,3 +391,32 @@ def test_after_crashes_leaves_and_recoveries_the_leaf_sets_are_those_of_the_live
     assert res.messages["rejoin"] > 0 and res.messages["announce"] > 0
     assert {look["outcome"] for look in res.lookups} <= {"correct", "not_issued"}
     assert sum(look["outcome"] == "correct" for look in res.lookups) > 80
+
+
+def test_a_request_or_lookup_to_a_node_that_said_it_is_back_is_sent_again_not_declared():
+    """x asks z for its leaf set while z is down; z is back and tells x before x's timer: x asks again
+    and its repair lands. u sends a lookup to y while y is down; y is back and tells u before the
+    retransmission timer: u declares nothing and the lookup reaches y. Leaf sets end as the live ring's."""
+    ring = small_ring(200, model="matrix", leaf=16, seed=2)
+    phase = np.random.default_rng(7).uniform(0.0, T_KA, ring.n)
+    sim = TimedPastry(ring, lambda a, b: 20.0, PARAMS, phase)
+    x = 45
+    leaf = converged(ring)[x][0]
+    y, z, t_c = leaf[8], leaf[15], 1500.0   # x's nearest successor crashes for good; x asks its farthest
+    first = sim.run({y: t_c}, [], t_c + 3 * T_KA + T_FD)
+    t_d = next(t for f, d, _, t in first.detections if f == y and d == x)
+    res = sim.run({y: t_c, z: t_d - 50.0}, [], 30_000.0, recoveries={z: t_d + 300.0})
+    assert [v for v, _ in res.repairs].count(x) == 1
+    assert (z, x) not in {(f, d) for f, d, _, _ in res.detections}
+    want = live_leaf_sets(ring, {y})
+    assert {v: sim.leaf_sets()[v] for v in want} == want
+
+    y = 123
+    u = converged(ring)[y][0][0]
+    khi, klo = int(ring.hi[y]), int(ring.lo[y])
+    # down 300 ms; the lookup arrives while y is down, its rto timer fires after y's rejoin reached u
+    looks = [(5100.0, u, khi, klo)] + [(30_000.0 + i, u, khi, klo) for i in range(3)]
+    res = sim.run({y: 5000.0}, looks, 40_000.0, recoveries={y: 5300.0})
+    assert not any(f == y for f, _, _, _ in res.detections)
+    assert [(look["outcome"], look["dest"]) for look in res.lookups] == [("correct", y)] * 4
+    assert res.lookups[0]["timeouts"] == 1

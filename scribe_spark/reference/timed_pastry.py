@@ -38,8 +38,10 @@ as the one candidate beside m's leaf set); then m answers with a REJOIN_REPLY ho
 which x merges as a LEAF_REPLY (not logged as a repair). After each merge x sends an ANNOUNCE to
 every member of its leaf set it has not sent a REJOIN or ANNOUNCE to since it recovered, and a live
 receiver welcomes x. A member that does not answer the REJOIN by the timer is declared failed. A node
-is not declared failed by the timer of a probe or request sent to it at most T_fd before it welcomed
-that node (it said it was back after the request was sent).
+is not declared failed by the timer of a probe, request or lookup sent to it before it said it was
+back to the node that sent it: a leaf-set request (or REJOIN) is then sent to it again as a
+LEAF_REQUEST, and a lookup routed again. A node whose last leaf set is all down when it recovers
+ends with an empty leaf set, and no one learns it is back (the model has no other way back in).
 
 **Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
 PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
@@ -300,9 +302,9 @@ class TimedPastry:
         """Whether v is down at t: crashed or left at or before t, and not recovered by then."""
         return self.crash_at.get(v, np.inf) <= t < self.up_at.get(v, np.inf)
 
-    def _heard(self, x: int, y: int, t: float) -> bool:
-        """Whether x heard y say it is back since the request whose timer runs out at t was sent."""
-        return self.nodes[x].heard.get(y, -np.inf) >= t - self.params.failure_timeout_ms
+    def _heard(self, x: int, y: int, since: float) -> bool:
+        """Whether x heard y say it is back at or after `since` (when a request to y was sent)."""
+        return self.nodes[x].heard.get(y, -np.inf) >= since
 
     def _live(self, x: int, inc: int) -> bool:
         """Whether x is alive in the incarnation `inc` (a timer or reply of an earlier one does nothing)."""
@@ -406,7 +408,8 @@ class TimedPastry:
         """No reply to probe `pid` yet: y is failed if still in x's leaf set."""
         answered = pid not in self.pending
         self.pending.discard(pid)
-        if self._live(x, inc) and not answered and y in self.nodes[x].leaf and not self._heard(x, y, t):
+        if self._live(x, inc) and not answered and y in self.nodes[x].leaf and \
+                not self._heard(x, y, t - self.params.failure_timeout_ms):
             self.declare_failed(x, y, t)
 
     def declare_failed(self, x: int, y: int, t: float, by_lookup: bool = False) -> None:
@@ -438,9 +441,13 @@ class TimedPastry:
         if not same and not other:
             return
         z = same[-1] if same else other[-1]   # sides are nearest first
+        self.repair_starts.append((x, y, z, t))
+        self._request_leaf(x, z, t)
+
+    def _request_leaf(self, x: int, z: int, t: float) -> None:
+        """x asks z for its leaf set, with a timer T_fd later."""
         rid = self._new_id()
         self.pending.add(rid)
-        self.repair_starts.append((x, y, z, t))
         inc = int(self.inc[x])
         self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid, inc)
         self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid, inc)
@@ -476,11 +483,14 @@ class TimedPastry:
         return pred, succ
 
     def _leaf_timeout(self, t: float, x: int, z: int, rid: int, inc: int) -> None:
-        """No leaf reply from z yet: z is failed."""
+        """No leaf reply from z yet: z is failed, unless it said it is back since: then x asks it again."""
         answered = rid not in self.pending
         self.pending.discard(rid)
-        if self._live(x, inc) and not answered and not self._heard(x, z, t):
-            self.declare_failed(x, z, t)
+        if self._live(x, inc) and not answered:
+            if self._heard(x, z, t - self.params.failure_timeout_ms):
+                self._request_leaf(x, z, t)
+            else:
+                self.declare_failed(x, z, t)
 
     # ------------------------------------------------------------ routing-table repair
 
@@ -534,7 +544,7 @@ class TimedPastry:
         answered = rid not in self.pending
         self.pending.discard(rid)
         if self._live(x, inc) and not answered:
-            if not self._heard(x, w, t):
+            if not self._heard(x, w, t - self.params.failure_timeout_ms):
                 self.declare_failed(x, w, t)
             self._ask_table(x, s, t)
 
@@ -593,12 +603,13 @@ class TimedPastry:
         self._step(t, lid, v)
 
     def _lookup_timeout(self, t: float, lid: int, u: int, v: int, inc: int) -> None:
-        """u learns v is dead: declares it failed and routes the lookup again (lost if u died meanwhile,
-        even if it is back by then)."""
+        """u learns v is dead: declares it failed (unless v said it is back since the send) and routes the
+        lookup again (lost if u died meanwhile, even if it is back by then)."""
         if not self._live(u, inc):
             self._finish(lid, "lost", -1, t)
             return
-        self.declare_failed(u, v, t, by_lookup=self.params.table_repair)
+        if not self._heard(u, v, t - self.params.rto_ms):
+            self.declare_failed(u, v, t, by_lookup=self.params.table_repair)
         self.lookups[lid]["timeouts"] += 1
         self._step(t, lid, u)
 
