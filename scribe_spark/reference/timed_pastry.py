@@ -318,17 +318,14 @@ class TimedPastry:
         knows x alive."""
         self.alive[x] = True
         self.inc[x] += 1
-        node, inc = self.nodes[x], int(self.inc[x])
+        node = self.nodes[x]
         node.asked.clear()
         node.known_dead.clear()   # stale: who died or came back while it was away, it cannot know
         node.told = set(node.leaf)
         k = max(0, math.ceil((t - float(self.phase[x])) / self.params.keepalive_ms))
         self._schedule_tick(x, k)
         for m in node.leaf:
-            rid = self._new_id()
-            self.pending.add(rid)
-            self._send("rejoin", x, m, t, self._on_rejoin, x, m, rid, inc)
-            self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, m, rid, inc)
+            self._request_leaf(x, m, t, rejoin=True)
 
     def _on_rejoin(self, t: float, x: int, m: int, rid: int, inc: int) -> None:
         """A live m learns x is back, takes it into its leaf set if it is among the nearest, and replies
@@ -444,12 +441,15 @@ class TimedPastry:
         self.repair_starts.append((x, y, z, t))
         self._request_leaf(x, z, t)
 
-    def _request_leaf(self, x: int, z: int, t: float) -> None:
-        """x asks z for its leaf set, with a timer T_fd later."""
+    def _request_leaf(self, x: int, z: int, t: float, rejoin: bool = False) -> None:
+        """x asks z for its leaf set (as a REJOIN after a recovery), with a timer T_fd later."""
         rid = self._new_id()
         self.pending.add(rid)
         inc = int(self.inc[x])
-        self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid, inc)
+        if rejoin:
+            self._send("rejoin", x, z, t, self._on_rejoin, x, z, rid, inc)
+        else:
+            self._send("leaf_request", x, z, t, self._on_leaf_request, x, z, rid, inc)
         self._push(t + self.params.failure_timeout_ms, TIMER, self._leaf_timeout, x, z, rid, inc)
 
     def _on_leaf_request(self, t: float, x: int, z: int, rid: int, inc: int) -> None:
