@@ -21,16 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proctree  # noqa: E402  (bench/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ("Anonymous", "Rss", "Pss")
-
-
-def sample(pid: int) -> dict[str, int] | None:
-    """The process's anonymous, resident and proportional sizes in KiB (None if it is gone)."""
-    try:
-        text = open(f"/proc/{pid}/smaps_rollup").read()
-    except OSError:
-        return None
-    return {k: int(text.split(f"\n{k}:")[1].split()[0]) for k in FIELDS}
 
 
 def main() -> None:
@@ -43,7 +33,7 @@ def main() -> None:
     while proc.poll() is None:
         children, _rss, cmd = proctree.snapshot()
         for pid in proctree.tree_pids([proc.pid], children):
-            now = sample(pid)
+            now = proctree.rollup(pid)
             if now and now["Anonymous"] > peaks.get(pid, ("", {"Anonymous": -1}))[1]["Anonymous"]:
                 peaks[pid] = (proctree.role(cmd.get(pid, b"")), now)
         time.sleep(1.0)

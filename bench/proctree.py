@@ -23,18 +23,25 @@ def snapshot() -> tuple[dict, dict, dict]:
     return children, rss, cmd
 
 
+def rollup(pid: int) -> dict[str, int] | None:
+    """Return a process's /proc/PID/smaps_rollup sizes in KiB by field (Rss, Pss, Anonymous, ...), or
+    None if it cannot be read (the process is gone)."""
+    try:
+        lines = open(f"/proc/{pid}/smaps_rollup").read().splitlines()[1:]   # the first is the range
+    except OSError:
+        return None
+    return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+
+
 def pss(pids, rss: dict) -> dict:
     """Return the proportional set size (KiB) of each of `pids`: shared pages (a file mapped by every
     worker) divided among the processes that map them, where RSS counts them in each. A process that
     is gone keeps its RSS."""
     out = dict(rss)
     for p in pids:
-        try:
-            text = open(f"/proc/{p}/smaps_rollup").read()
-        except OSError:
-            continue
-        if "Pss:" in text:
-            out[p] = int(text.split("Pss:")[1].split()[0])
+        sizes = rollup(p)
+        if sizes and "Pss" in sizes:
+            out[p] = sizes["Pss"]
     return out
 
 
