@@ -8,9 +8,9 @@ the run's arrays against the machine's memory; the ring, which the Python driver
 local Python workers map from one shared file (`spark/shared.py`), against what the JVM heap
 (`SCRIBE_DRIVER_MEMORY`) leaves of the machine; and an overlay's node state, which Spark holds in
 the JVM heap and spills to its local folder, against the heap and that folder's free disk. Beside
-them, `peak_warning` compares an estimate of an overlay run's peak, from the bytes per node measured
-at 10,000,000 nodes, with the machine: a warning, not a refusal, as that figure is an estimate, not a
-bound.
+them, `peak_warning` compares an estimate of an overlay run's peak, from each kind of process's peak
+as measured for S1 (below), with the machine: a warning, not a refusal, as that figure is an estimate,
+not a bound.
 """
 from __future__ import annotations
 
