@@ -39,7 +39,7 @@ def child(tree: str, n: int, chunk: int, chunks: int, ring_ranges: bool, proximi
     model = AnyProximity(proximity=proximity, b=p.b, leaf_set=p.leaf_set, neighborhood=p.neighborhood,
                          topology=p.topology)    # S1's Pastry keys; the plane model has no routers
     routers, _ = shared_network(model, p.seed)
-    ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
+    ring = make_ring(n, model, p.seed, routers)
     perm = np.random.default_rng(0).permutation(n)
     digest, seconds, nbr_seconds = hashlib.sha256(), [], []
     for k in range(chunks):

@@ -71,7 +71,7 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     model = AnyProximity(proximity=proximity, b=p.b, leaf_set=p.leaf_set, neighborhood=p.neighborhood,
                          topology=p.topology)    # S1's Pastry keys; the plane model has no routers
     routers, _ = shared_network(model, p.seed)
-    ring = make_ring(n, model, np.random.default_rng([p.seed, n]), routers)
+    ring = make_ring(n, model, p.seed, routers, spark=spark)
     out = {"n": n, "app": sc.applicationId, "proximity": proximity}
 
     sc.setJobGroup("build", "build")

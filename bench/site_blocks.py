@@ -20,7 +20,7 @@ from scribe_spark.workloads.network import make_ring, shared_network
 p = ScribeParams()
 routers, _ = shared_network(p, p.seed)
 for n in (100_000, 300_000, 1_000_000):
-    ring = make_ring(n, p, np.random.default_rng([p.seed, n]), routers)
+    ring = make_ring(n, p, p.seed, routers)
     site = ring.prox.site
     # digits of each node in ring order
     d0 = ids.digit(ring.shi, ring.slo, 0, 4)

@@ -115,20 +115,22 @@ class Proximity:
         return ans
 
 
-    def by_site(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def by_site(self, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Site models: (occupied sites, ascending; where each one's nodes start in `members`, and the
-        end; members: node numbers by site, then number, int32), made once per object.
+        end; members: node numbers by site, then number, int32), made once per object, in `out` if given
+        (a file the ring maps).
 
         The ring makes it on the driver, so that the Python workers map it with the ring's other arrays
         (`spark/shared.py`), one copy per machine, instead of each sorting all N nodes itself.
         """
         if "_by_site_members" not in self.__dict__:
-            counts = np.bincount(self.site, minlength=len(self.site_delay))
-            occupied = np.flatnonzero(counts)
+            members = np.empty(len(self.site), np.int32) if out is None else out
+            occupied, starts = group_by_site(self.site, len(self.site_delay), members)
+            if isinstance(members, np.memmap):
+                members.flush()
             # arrays of their own attributes, so that the share maps each one
-            object.__setattr__(self, "_by_site_occupied", occupied.astype(np.int32))
-            object.__setattr__(self, "_by_site_starts", np.concatenate([[0], np.cumsum(counts[occupied])]))
-            members = np.argsort(self.site, kind="stable").astype(np.int32)
+            object.__setattr__(self, "_by_site_occupied", occupied)
+            object.__setattr__(self, "_by_site_starts", starts)
             object.__setattr__(self, "_by_site_members", members)
         return self._by_site_occupied, self._by_site_starts, self._by_site_members
 
@@ -165,6 +167,27 @@ class Proximity:
             left = left[~found]
             j, w = j + w, 2 * w
         return np.searchsorted(csites, best)
+
+
+def group_by_site(site: np.ndarray, sites: int, out: np.ndarray,
+                  chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Write node numbers grouped by site (by site, then number) into `out`, a chunk of nodes at a time,
+    so that no N-sized scratch is made; return the occupied sites (int32) and where each one's nodes
+    start in `out`, and the end."""
+    counts = np.zeros(sites, np.int64)
+    for c in range(0, len(site), chunk):
+        counts += np.bincount(site[c:c + chunk], minlength=sites)
+    cursor = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    for c in range(0, len(site), chunk):
+        here = np.asarray(site[c:c + chunk])
+        order = np.argsort(here, kind="stable")
+        grouped = here[order]
+        count = np.bincount(here, minlength=sites)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])    # where each site starts in this chunk
+        out[cursor[grouped] + np.arange(len(here)) - first[grouped]] = c + order
+        cursor += count
+    occupied = np.flatnonzero(counts)
+    return occupied.astype(np.int32), np.concatenate([[0], np.cumsum(counts[occupied])])
 
 
 SITE_ORDER_MAX_SITES = 10_000   # above this the per-site lists (sites^2 entries) cost too much memory

@@ -97,7 +97,6 @@ def test_passes_that_renew_only_what_moved_nodes_decide_give_the_reference_run(s
     from scribe_spark.experiments import pastry_timed
     from scribe_spark.experiments.run import Run
     from scribe_spark.pastry.overlay import build_overlay
-    from scribe_spark.streams import stream
     from scribe_spark.workloads.network import make_ring, shared_network
     rng = np.random.default_rng(5)
     delays = np.triu(rng.uniform(2.0, 120.0, (100, 100)), 1)
@@ -106,7 +105,7 @@ def test_passes_that_renew_only_what_moved_nodes_decide_give_the_reference_run(s
                               "--set", "table_repair=none", "--set", "proximity=matrix",
                               "--set", f"matrix={tmp_path / 'latency.npy'}", "--set", "leaf_set=8"]).params
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix)
     overlay = build_overlay(spark, ring, seed=p.seed)
     monkeypatch.setattr(timed, "RENEW_SHARE", 1.0)
     said: list[str] = []

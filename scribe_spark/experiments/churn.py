@@ -102,7 +102,7 @@ def _churn(p: ChurnParams, run: Run) -> Outcome:
     routers, matrix = shared_network(p, p.seed)
     model = churn_model(p)
     universe = model.universe                     # the first `nodes` start as members, the rest are newcomers
-    ring = make_ring(universe, p, stream(p.seed, None, universe), routers, matrix)
+    ring = make_ring(universe, p, p.seed, routers, matrix, spark=spark)
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
     members = np.arange(p.nodes)
     overlay = joins.initial_overlay(spark, ring, members)

@@ -49,7 +49,7 @@ def simulate(p: PastryFailuresParams, run: Run) -> Outcome:
     """Route the lookups before the failure, after it without repair, and after repair."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
     rng = stream(p.seed, Purpose.FAILURES, p.nodes)
     dead = np.zeros(p.nodes, dtype=bool)
     dead[rng.choice(p.nodes, int(round(p.fail_fraction * p.nodes)), replace=False)] = True

@@ -33,7 +33,7 @@ def simulate(p: PastryHopsParams, run: Run) -> Outcome:
     points, routes, nodes = [], [], []
     for n in p.nodes:
         # built once per size, and only if a point of that size was not saved by an interrupted run
-        ring = functools.cache(functools.partial(make_ring, n, p, stream(p.seed, None, n), routers, matrix))
+        ring = functools.cache(functools.partial(make_ring, n, p, p.seed, routers, matrix, spark=spark))
         for mode in MODES:
             points.append(run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode)))
             if p.save_routes:

@@ -36,7 +36,7 @@ def simulate(p: PastryJoinsParams, run: Run) -> Outcome:
     """Grow the overlay by joins once per second join phase and compare it with the converged one."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
     rng = stream(p.seed, Purpose.LOOKUPS, p.nodes)
     src = rng.integers(0, ring.n, p.lookups)
     khi, klo = ids.random_ids(p.lookups, rng)

@@ -112,7 +112,7 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     """Run the timed protocol at every sweep point; per point its timeline, repairs and one sweep row."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
     t0 = time.time()
     overlay = build_overlay(spark, ring, seed=p.seed)   # every point starts from the same converged state
     run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s)")

@@ -42,7 +42,7 @@ def simulate(p: ScribeParams, run: Run) -> Outcome:
     routers, matrix = shared_network(p, p.seed)
     if routers is not None:
         run.log(f"transit-stub network: {routers.n_routers} routers, {len(routers.edges)} links")
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
     overlay = overlays.build(spark, ring, p, run, partitions=p.partitions or None)
     t["state_build_s"] = time.time() - t0
     run.log(f"Pastry state for {p.nodes} nodes built ({t['state_build_s']:.1f}s)")

@@ -98,7 +98,7 @@ def simulate(p: ScribeRepairParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     t0 = time.time()
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, stream(p.seed, None, p.nodes), routers, matrix)
+    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     rng = stream(p.seed, Purpose.WORKLOAD, p.nodes)
     topics, sub_t, sub_n = scribe_groups.subscriptions(p, rng)

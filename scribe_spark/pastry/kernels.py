@@ -42,12 +42,29 @@ class Ring:
 
     def __post_init__(self):
         order = np.lexsort((self.lo, self.hi))
+        shi, slo = self.hi[order], self.lo[order]
+        if ((shi[1:] == shi[:-1]) & (slo[1:] == slo[:-1])).any():   # probability ~ n^2 / 2^129
+            raise ValueError("duplicate random ids drawn; change the seed")
         pos = np.empty_like(order)
         pos[order] = np.arange(len(order))
-        object.__setattr__(self, "order", order)
-        object.__setattr__(self, "pos", pos)
-        object.__setattr__(self, "shi", self.hi[order])
-        object.__setattr__(self, "slo", self.lo[order])
+        self._finish(order=order, pos=pos, shi=shi, slo=slo)
+
+    @classmethod
+    def presorted(cls, hi: np.ndarray, lo: np.ndarray, b: int, leaf_set: int, neighborhood: int,
+                  prox: Proximity, *, order: np.ndarray, pos: np.ndarray, shi: np.ndarray,
+                  slo: np.ndarray) -> Ring:
+        """A ring whose order was found elsewhere (sorted in Spark: `workloads/ring_files.py`)."""
+        ring = object.__new__(cls)
+        for name, value in (("hi", hi), ("lo", lo), ("b", b), ("leaf_set", leaf_set),
+                            ("neighborhood", neighborhood), ("prox", prox)):
+            object.__setattr__(ring, name, value)
+        ring._finish(order=order, pos=pos, shi=shi, slo=slo)
+        return ring
+
+    def _finish(self, **ranked: np.ndarray) -> None:
+        """Keep the ring order, its inverse and the sorted ids; group a site model's nodes by site."""
+        for name, value in ranked.items():
+            object.__setattr__(self, name, value)
         if self.prox.site is not None:   # made here, on the driver: shared with the ring, not in every worker
             self.prox.by_site()
             self.prox.site_order(keep=True)

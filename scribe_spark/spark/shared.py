@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -57,6 +58,18 @@ def _open_array(file: str) -> np.ndarray:
     return np.load(SparkFiles.get(file), mmap_mode="r")
 
 
+def _save(path: Path, value: np.ndarray) -> None:
+    """Write an array as a `.npy` file: a link to its own file where it is one mapped whole (a ring
+    sorted in Spark, `workloads/ring_files.py`), which costs no copy on the same disk."""
+    if isinstance(value, np.memmap) and isinstance(value.base, mmap.mmap) and value.filename:
+        try:
+            os.link(value.filename, path)
+            return
+        except OSError:
+            pass                  # another disk: copied below
+    np.save(path, np.ascontiguousarray(value))
+
+
 def _stub(obj: Any, folder: Path, prefix: str) -> _Frozen:
     """Write a dataclass's large arrays (fields and attributes `__post_init__` derived) to `folder`;
     return it frozen, with those arrays `_Mapped` and dataclass fields frozen in turn."""
@@ -64,7 +77,7 @@ def _stub(obj: Any, folder: Path, prefix: str) -> _Frozen:
     for name, value in vars(obj).items():
         if isinstance(value, np.ndarray) and value.nbytes >= SHARED_MIN_BYTES:
             file = f"{prefix}.{name}.npy"
-            np.save(folder / file, np.ascontiguousarray(value))
+            _save(folder / file, value)
             value = _Mapped(file)
         elif is_dataclass(value) and not isinstance(value, type):
             value = _stub(value, folder, f"{prefix}.{name}")
@@ -127,15 +140,21 @@ def _sweep(scratch: str) -> None:
             pass                  # alive, under another user
 
 
+def new_folder(tag: str = "") -> Path:
+    """A new folder of the driver's beside Spark's scratch files, removed when the process ends."""
+    scratch = sizes.scratch_dir()
+    _sweep(scratch)
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-{tag}", dir=scratch))
+    _FOLDERS.append(folder)
+    return folder
+
+
 def _write(obj: Any, key: str) -> tuple[Path, _Frozen | _Mapped]:
     """Write an object's large arrays in a new folder beside Spark's scratch files (SPARK_LOCAL_DIRS,
     the disk a user points at for large runs); return the folder and the object's frozen form."""
-    scratch = sizes.scratch_dir()
-    folder = Path(scratch)
+    folder = Path(sizes.scratch_dir())
     try:
-        _sweep(scratch)
-        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=scratch))
-        _FOLDERS.append(folder)
+        folder = new_folder()
         if isinstance(obj, np.ndarray):
             np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
             return folder, _Mapped(f"{key}.npy")

@@ -1,0 +1,133 @@
+"""A ring of more than one block, drawn and sorted in Spark, kept in memory-mapped files.
+
+Spark tasks draw the ring block by block (`network.ring_block`) and sort it by id. The driver reads
+both, one partition at a time, into `.npy` files beside Spark's scratch files and maps them: its
+memory holds a partition, not the ring. `spark/shared.py` ships the same files to the workers (a
+link, not a copy, where the disk allows), and the operating system's page cache holds one copy per
+machine for the driver and the workers.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from numpy.lib.format import open_memmap
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.spark.arrow import partition_batches
+from scribe_spark.spark.shared import new_folder
+from scribe_spark.workloads import network
+
+_log = logging.getLogger(__name__)
+
+SIGN = np.uint64(1 << 63)   # flips an unsigned 64-bit id half into a signed long of the same order
+COORDS = {"plane": 2, "sphere": 3}
+
+
+def _schema(model: str) -> T.StructType:
+    """The drawn ring's rows: node number, sortable id halves and the location."""
+    fields = [T.StructField(c, T.LongType(), False) for c in ("node", "khi", "klo")]
+    if model in COORDS:
+        fields += [T.StructField(f"c{i}", T.DoubleType(), False) for i in range(COORDS[model])]
+    else:
+        fields.append(T.StructField("site", T.IntegerType(), False))
+    return T.StructType(fields)
+
+
+def _draw_task(n: int, seed: int, model: str, sites: int, size: int):
+    """The task that draws the blocks whose numbers it is given."""
+    def task(batches):
+        for batch in batches:
+            for block in batch.column(0).to_numpy():
+                hi, lo, where = network.ring_block(n, int(block), seed, model, sites, size)
+                start = int(block) * size
+                cols = {"node": np.arange(start, start + len(hi), dtype=np.int64),
+                        "khi": (hi ^ SIGN).view(np.int64), "klo": (lo ^ SIGN).view(np.int64)}
+                if where.ndim == 2:
+                    cols.update({f"c{i}": where[:, i] for i in range(where.shape[1])})
+                else:
+                    cols["site"] = where
+                yield pa.RecordBatch.from_pydict(cols)
+    return task
+
+
+def _unsigned(col: pa.Array) -> np.ndarray:
+    """A sortable id half back as the unsigned half it came from."""
+    return col.to_numpy().view(np.uint64) ^ SIGN
+
+
+def _by_node(frame, folder: Path, n: int, model: str) -> dict[str, np.ndarray]:
+    """Write the ids and locations by node number to files; return them mapped."""
+    where_shape = (n, COORDS[model]) if model in COORDS else (n,)
+    out = {"hi": open_memmap(folder / "hi.npy", "w+", np.uint64, (n,)),
+           "lo": open_memmap(folder / "lo.npy", "w+", np.uint64, (n,)),
+           "where": open_memmap(folder / "where.npy", "w+", np.float64 if model in COORDS else np.int32,
+                                where_shape)}
+    at = 0
+    for batch in partition_batches(frame):   # partitions are blocks, in node order
+        k = batch.num_rows
+        if batch.column(0)[0].as_py() != at:
+            raise RuntimeError(f"ring blocks arrived out of order at node {at}")
+        out["hi"][at:at + k] = _unsigned(batch.column(1))
+        out["lo"][at:at + k] = _unsigned(batch.column(2))
+        if model in COORDS:
+            out["where"][at:at + k] = np.column_stack([batch.column(3 + i).to_numpy()
+                                                       for i in range(COORDS[model])])
+        else:
+            out["where"][at:at + k] = batch.column(3).to_numpy()
+        at += k
+    return {name: _reopen(a) for name, a in out.items()}
+
+
+def _sorted(frame, folder: Path, n: int) -> dict[str, np.ndarray]:
+    """Write the ring order (node numbers by id), its inverse and the ids in that order to files."""
+    out = {"order": open_memmap(folder / "order.npy", "w+", np.int64, (n,)),
+           "pos": open_memmap(folder / "pos.npy", "w+", np.int64, (n,)),
+           "shi": open_memmap(folder / "shi.npy", "w+", np.uint64, (n,)),
+           "slo": open_memmap(folder / "slo.npy", "w+", np.uint64, (n,))}
+    at, last = 0, None
+    for batch in partition_batches(frame.select("node", "khi", "klo").orderBy("khi", "klo")):
+        k = batch.num_rows
+        node, khi, klo = (batch.column(i).to_numpy() for i in range(3))
+        same = (khi[1:] == khi[:-1]) & (klo[1:] == klo[:-1])
+        if same.any() or (last is not None and last == (khi[0], klo[0])):
+            raise ValueError("duplicate random ids drawn; change the seed")
+        last = (khi[-1], klo[-1])
+        out["order"][at:at + k] = node
+        out["pos"][node] = np.arange(at, at + k)
+        out["shi"][at:at + k] = khi.view(np.uint64) ^ SIGN
+        out["slo"][at:at + k] = klo.view(np.uint64) ^ SIGN
+        at += k
+    if at != n:
+        raise RuntimeError(f"the sorted ring has {at} nodes, not {n}")
+    return {name: _reopen(a) for name, a in out.items()}
+
+
+def _reopen(a: np.memmap) -> np.ndarray:
+    """Flush a written file and map it read-only, as the workers do."""
+    a.flush()
+    path = a.filename
+    del a
+    return np.load(path, mmap_mode="r")
+
+
+def spark_ring(spark: SparkSession, n: int, p, seed: int, routers, matrix, size: int) -> Ring:
+    """Draw an n-node ring in Spark, in blocks of `size` nodes, and sort it there; return it mapped
+    from files."""
+    model = p.proximity
+    sites = network.site_count(p, routers, matrix)
+    blocks = network.ring_blocks(n, size)
+    frame = spark.range(blocks, numPartitions=blocks).mapInArrow(_draw_task(n, seed, model, sites, size),
+                                                                 _schema(model))
+    folder = new_folder("ring")
+    by_node = _by_node(frame, folder, n, model)
+    ranked = _sorted(frame, folder, n)
+    prox = network.proximity(model, by_node["where"], routers, matrix)
+    if prox.site is not None:   # grouped here, so that the ring does not group them in memory
+        prox.by_site(out=open_memmap(folder / "members.npy", "w+", np.int32, (n,)))
+    _log.debug(f"ring of {n:,} nodes drawn in {blocks} blocks and sorted in Spark, mapped from {folder}")
+    return Ring.presorted(by_node["hi"], by_node["lo"], p.b, p.leaf_set, p.neighborhood, prox, **ranked)

@@ -1,0 +1,84 @@
+"""Rings drawn in blocks: one block is the ring of before, and Spark's ring is the driver's."""
+import numpy as np
+import pytest
+
+from scribe_spark import ids, topology
+from scribe_spark.config import PastryFailuresParams
+from scribe_spark.streams import stream
+from scribe_spark.workloads import network
+
+ARRAYS = ("hi", "lo", "order", "pos", "shi", "slo")
+
+
+def _params(model: str) -> PastryFailuresParams:
+    return PastryFailuresParams(proximity=model, seed=11)
+
+
+def _where(ring) -> np.ndarray:
+    return ring.prox.coords if ring.prox.coords is not None else ring.prox.site
+
+
+def test_a_ring_of_one_block_is_drawn_as_a_whole_ring_was():
+    n, seed = 3_000, 11
+    rng = stream(seed, None, n)
+    hi, lo = ids.random_ids(n, rng)
+    coords = topology.plane(n, rng).coords
+    ring = network.make_ring(n, _params("plane"), seed)
+    assert (ring.hi == hi).all() and (ring.lo == lo).all() and (ring.prox.coords == coords).all()
+
+
+def test_blocks_after_the_first_are_drawn_from_streams_of_their_own():
+    a = network.ring_block(3_000, 1, 11, "plane", 0, 1_000)
+    b = network.ring_block(3_000, 2, 11, "plane", 0, 1_000)
+    assert len(a[0]) == 1_000 and not (a[0] == b[0]).any()
+    assert (network.ring_block(3_000, 1, 11, "plane", 0, 1_000)[0] == a[0]).all()
+
+
+@pytest.mark.parametrize("model", ["plane", "transit-stub"])
+def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark, monkeypatch, model):
+    p = _params(model)
+    routers, matrix = network.shared_network(p, p.seed)
+    monkeypatch.setattr(network, "RING_BLOCK", 1_000)
+    n = 3_500                                       # four blocks, the last one short
+    want = network.make_ring(n, p, p.seed, routers, matrix)
+    got = network.make_ring(n, p, p.seed, routers, matrix, spark=spark)
+    for name in ARRAYS:
+        assert isinstance(getattr(got, name), np.memmap), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
+        assert (getattr(got, name) == getattr(want, name)).all(), name
+    assert (_where(got) == _where(want)).all() and _where(got).dtype == _where(want).dtype
+    if model == "transit-stub":
+        for a, b in zip(got.prox.by_site(), want.prox.by_site()):
+            assert a.dtype == b.dtype and (a == b).all()
+        assert isinstance(got.prox.by_site()[2], np.memmap)
+
+
+def test_the_spark_ring_does_not_depend_on_the_shuffles_partitions(spark, monkeypatch):
+    p = _params("sphere")
+    monkeypatch.setattr(network, "RING_BLOCK", 700)
+    rings = []
+    for parts in ("1", "7"):
+        spark.conf.set("spark.sql.shuffle.partitions", parts)
+        try:
+            rings.append(network.make_ring(2_000, p, p.seed, spark=spark))
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", "2")
+    assert all((getattr(rings[0], k) == getattr(rings[1], k)).all() for k in ARRAYS)
+
+
+def test_nodes_grouped_by_site_in_chunks_are_a_stable_sort_by_site():
+    site = np.random.default_rng(2).integers(0, 50, size=10_007).astype(np.int32)
+    out = np.empty(len(site), np.int32)
+    occupied, starts = topology.group_by_site(site, 60, out, chunk=333)
+    assert (out == np.argsort(site, kind="stable")).all()
+    counts = np.bincount(site, minlength=60)
+    assert (occupied == np.flatnonzero(counts)).all()
+    assert (np.diff(starts) == counts[occupied]).all() and starts[0] == 0
+
+
+def test_a_duplicate_id_is_refused():
+    p = _params("plane")
+    ring = network.make_ring(10, p, p.seed)
+    hi, lo = np.append(ring.hi, ring.hi[3]), np.append(ring.lo, ring.lo[3])
+    with pytest.raises(ValueError, match="duplicate"):
+        type(ring)(hi, lo, 4, 16, 32, topology.Proximity("plane", coords=np.zeros((11, 2))))
