@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import pickle
 import subprocess
 import sys
 import time
@@ -56,6 +55,7 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     from scribe_spark.reference.tree_shape import tree_faults
     from scribe_spark.scribe import trees as tr
     from scribe_spark.spark.session import SESSION_CONF
+    from scribe_spark.streams import Purpose
     from scribe_spark.workloads import spark_groups
     from scribe_spark.workloads.network import make_ring, shared_network
     from scribe_spark.workloads.scribe_groups import group_sizes, named_topics
@@ -78,11 +78,11 @@ def child(n: int, lookups: int, evlog: str, check_lookups: int, check_topics: in
     t0 = time.time()
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     out["build_s"] = time.time() - t0
-    out["ring_pickle_mb"] = len(pickle.dumps(ring, protocol=pickle.HIGHEST_PROTOCOL)) / 2**20
+    out["ring_mb"] = sum(a.nbytes for a in vars(ring).values() if isinstance(a, np.ndarray)) / 2**20
     out.update(cached(sc, "build"))
 
     sc.setJobGroup("route", "route")
-    msgs = ov.lookups(spark, ring, lookups, np.random.default_rng([p.seed, n, 1]))
+    msgs = ov.lookups(spark, ring, lookups, p.seed, Purpose.LOOKUPS, n)
     t0 = time.time()
     agg = ov.route(overlay, msgs).agg(F.mean("hops").alias("h"), F.count("*").alias("c")).first()
     out["route_s"] = time.time() - t0

@@ -20,7 +20,7 @@ from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.spark.session import spark_session
-from scribe_spark.streams import Purpose, stream
+from scribe_spark.streams import Purpose
 from scribe_spark.workloads.network import make_ring, shared_network
 
 MODES = ("proximity", "random")
@@ -70,7 +70,7 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
     run.log(f"N={n} {mode}: building node state")
     overlay = overlays.build(spark, ring, p, run, mode, partitions=p.partitions or None)
     t_build = time.time() - t0
-    msgs = ov.lookups(spark, ring, p.lookups, stream(p.seed, Purpose.LOOKUPS, n))
+    msgs = ov.lookups(spark, ring, p.lookups, p.seed, Purpose.LOOKUPS, n)
     t1 = time.time()
     routed = ov.route(overlay, msgs)
     agg = routed.agg(F.mean("hops").alias("mean"), F.max("hops").alias("max"),

@@ -32,6 +32,7 @@ from scribe_spark.spark.arrow import (
     values_offsets,
 )
 from scribe_spark.spark.shared import share
+from scribe_spark.streams import stream
 
 _log = logging.getLogger(__name__)
 
@@ -380,19 +381,45 @@ def route(overlay: Overlay, messages: DataFrame,
     return out.withColumnRenamed(AT, "dest")
 
 
-def lookups(spark: SparkSession, ring: Ring, count: int, rng: np.random.Generator) -> DataFrame:
-    """Return `count` lookups between random distinct node pairs (key = destination's id)."""
-    n = ring.n
-    src = rng.integers(0, n, size=count)
-    dst = (src + rng.integers(1, n, size=count)) % n
-    return messages_frame(spark, src, ring.hi[dst], ring.lo[dst])
+LOOKUP_BLOCK = 1 << 20    # lookups drawn from one stream
 
 
-def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key_lo: np.ndarray) -> DataFrame:
-    """Return routing messages starting at nodes `src` with 128-bit keys (hi, lo)."""
+def lookup_block(n: int, count: int, block: int, size: int, seed: int, purpose: int,
+                 scope: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Block `block` of `size` lookups of `count` in an n-node ring: sources and destinations. Block 0
+    draws from the stream all lookups were drawn from before they came in blocks, so that a draw of one
+    block is unchanged; each later block from a stream of its own."""
+    m = min(size, count - block * size)
+    rng = stream(seed, purpose, *scope) if block == 0 else stream(seed, purpose, *scope, block)
+    src = rng.integers(0, n, size=m)
+    return src, (src + rng.integers(1, n, size=m)) % n
+
+
+def lookups(spark: SparkSession, ring: Ring, count: int, seed: int, purpose: int, *scope: int) -> DataFrame:
+    """Return `count` lookups between random distinct node pairs (key = destination's id), drawn from the
+    run's streams of `purpose` and `scope` in blocks of LOOKUP_BLOCK (`lookup_block`): one block on the
+    driver, more by Spark tasks that read the ids from the shared ring, so that the driver holds none."""
+    n, size = ring.n, LOOKUP_BLOCK
+    blocks = -(-count // size)
+    if blocks <= 1:
+        src, dst = lookup_block(n, count, 0, size, seed, purpose, scope)
+        return messages_frame(spark, src, ring.hi[dst], ring.lo[dst])
+    ring_bc = share(spark.sparkContext, ring)
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        r = ring_bc.value
+        for batch in batches:
+            for block in batch.column(0).to_numpy():
+                src, dst = lookup_block(n, count, int(block), size, seed, purpose, scope)
+                yield _messages(int(block) * size, src, r.hi[dst], r.lo[dst]).to_batches()[0]
+    return spark.range(blocks, numPartitions=blocks).mapInArrow(task, MESSAGE_SCHEMA)
+
+
+def _messages(first: int, src: np.ndarray, key_hi: np.ndarray, key_lo: np.ndarray) -> pa.Table:
+    """Routing messages numbered from `first`, starting at nodes `src` with 128-bit keys (hi, lo)."""
     count = len(src)
-    table = pa.table({
-        "mid": pa.array(np.arange(count, dtype=np.int64)),
+    return pa.table({
+        "mid": pa.array(np.arange(first, first + count, dtype=np.int64)),
         SRC: pa.array(np.asarray(src, dtype=np.int64)),
         "key_hi": pa.array(np.asarray(key_hi, dtype=np.uint64).view(np.int64)),
         "key_lo": pa.array(np.asarray(key_lo, dtype=np.uint64).view(np.int64)),
@@ -401,5 +428,9 @@ def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key
         "distance": pa.array(np.zeros(count, dtype=np.float64)),
         "rare": pa.array(np.zeros(count, dtype=np.int32)),
         "timeouts": pa.array(np.zeros(count, dtype=np.int32)),
-    })
-    return local_frame(spark, table, MESSAGE_SCHEMA)
+    }, schema=to_arrow_schema(MESSAGE_SCHEMA))
+
+
+def messages_frame(spark: SparkSession, src: np.ndarray, key_hi: np.ndarray, key_lo: np.ndarray) -> DataFrame:
+    """Return routing messages starting at nodes `src` with 128-bit keys (hi, lo)."""
+    return local_frame(spark, _messages(0, src, key_hi, key_lo), MESSAGE_SCHEMA)

@@ -1,4 +1,4 @@
-"""Rings drawn in blocks: one block is the ring of before, and Spark's ring is the driver's."""
+"""Rings and lookups drawn in blocks: one block is the draw of before, and Spark's draw is the driver's."""
 import numpy as np
 import pytest
 
@@ -82,3 +82,24 @@ def test_a_duplicate_id_is_refused():
     hi, lo = np.append(ring.hi, ring.hi[3]), np.append(ring.lo, ring.lo[3])
     with pytest.raises(ValueError, match="duplicate"):
         type(ring)(hi, lo, 4, 16, 32, topology.Proximity("plane", coords=np.zeros((11, 2))))
+
+
+def test_lookups_of_one_block_are_drawn_as_before_and_more_blocks_by_spark_tasks(spark, monkeypatch):
+    from scribe_spark.pastry import overlay as ov
+    from scribe_spark.streams import Purpose
+    p = _params("plane")
+    n = 500
+    ring = network.make_ring(n, p, p.seed)
+    rng = stream(p.seed, Purpose.LOOKUPS, n)
+    src = rng.integers(0, n, size=300)
+    dst = (src + rng.integers(1, n, size=300)) % n
+    one = ov.lookups(spark, ring, 300, p.seed, Purpose.LOOKUPS, n).orderBy("mid").toPandas()
+    assert (one["src"] == src).all() and (one["key_lo"].to_numpy().view(np.uint64) == ring.lo[dst]).all()
+    monkeypatch.setattr(ov, "LOOKUP_BLOCK", 120)
+    got = ov.lookups(spark, ring, 300, p.seed, Purpose.LOOKUPS, n).orderBy("mid").toPandas()
+    parts = [ov.lookup_block(n, 300, k, 120, p.seed, Purpose.LOOKUPS, (n,)) for k in range(3)]
+    src, dst = (np.concatenate(a) for a in zip(*parts))
+    assert (got["mid"] == np.arange(300)).all() and (got["src"] == src).all() and (got["at"] == src).all()
+    assert (got["key_hi"].to_numpy().view(np.uint64) == ring.hi[dst]).all()
+    assert (got["key_lo"].to_numpy().view(np.uint64) == ring.lo[dst]).all()
+    assert (src[:120] == one["src"][:120]).all() and not (src[120:240] == one["src"][120:240]).all()
