@@ -4,10 +4,11 @@ The estimates are lower bounds of what a run must hold at once (ids, node state,
 delays, topics and subscriptions, simulated events, publication draws), so a refused run
 could never have finished here; a run that passes may still need more (Spark's own overhead
 comes on top). Three budgets are checked:
-the run's arrays against the machine's memory; the ring, which the Python driver holds and the
-local Python workers map from one shared file (`spark/shared.py`), against what the JVM heap
-(`SCRIBE_DRIVER_MEMORY`) leaves of the machine; and an overlay's node state, which Spark holds in
-the JVM heap and spills to its local folder, against the heap and that folder's free disk. Beside
+the run's arrays against the machine's memory; the ring, which the local Python workers map from
+shared files (`spark/shared.py`) and the Python driver holds too when it drew the ring itself (a ring of
+one block, `workloads/network.py`), against what the JVM heap (`SCRIBE_DRIVER_MEMORY`) leaves of the
+machine; and an overlay's node state, which Spark holds in the JVM heap and spills to its local folder,
+against the heap and that folder's free disk, with the files of a ring drawn in Spark. Beside
 them, `peak_warning` compares an estimate of an overlay run's peak, from each kind of process's peak
 as measured for S1 (below), with the machine: a warning, not a refusal, as that figure is an estimate,
 not a bound.
@@ -21,6 +22,7 @@ from typing import Any
 from scribe_spark.knobs import ConfigError
 from scribe_spark.sizes import free_bytes, human_bytes, knob_names, machine_bytes, require, scratch_dir
 from scribe_spark.topology import SITE_ORDER_MAX_SITES
+from scribe_spark.workloads.network import RING_BLOCK
 
 MEMORY = re.compile(r"[1-9][0-9]*[kKmMgGtT]")
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -53,6 +55,12 @@ def local_workers(master: str) -> int:
 # in-memory bytes per node of the ring: hi, lo, order, pos, shi, slo (8 bytes each) and the location
 # (site models: the site and the nodes grouped by site, 4 bytes each)
 RING_BYTES_PER_NODE = {"plane": 48 + 16, "sphere": 48 + 24, "transit-stub": 48 + 8, "matrix": 48 + 8}
+
+
+def ring_in_driver(p: Any) -> bool:
+    """Whether the Python driver draws the ring and holds it in its own memory (a ring of one block);
+    a larger one is drawn and sorted in Spark, and the driver maps its files as the workers do."""
+    return p.peak_nodes() <= RING_BLOCK
 
 
 def ring_bytes(p: Any) -> int:
@@ -142,13 +150,18 @@ def check(p: Any, heap: str, master: str, limit: int | None = None, disk: int | 
                           f"machine's {human_bytes(limit)} of memory; its largest part is {what} "
                           f"({human_bytes(size)}): lower {lower}")
     if has_overlay(p):
-        copies = 1 + (local_workers(master) > 0)     # the driver's, and the one the local workers map
+        # the driver's own copy of a ring it drew, and the files the local workers (and the driver, for a
+        # ring drawn in Spark) map: one copy in the page cache for all of them
+        mine = ring_in_driver(p)
+        copies = 1 + (mine and local_workers(master) > 0)
         ring = ring_bytes(p) * copies
         if ring > limit - heap_bytes:
+            held = ("held by the Python driver and mapped by the local Python workers" if mine else
+                    "drawn in Spark and mapped from files by the Python driver and the local Python workers")
             raise ConfigError(
-                f"key 'nodes': the ring of {p.peak_nodes():,} nodes, held by the Python driver and mapped by "
-                f"the local Python workers, needs at least {human_bytes(ring)}, more than the "
-                f"{human_bytes(limit - heap_bytes)} this machine's {human_bytes(limit)} leaves beside the "
+                f"key 'nodes': the ring of {p.peak_nodes():,} nodes, {held}, needs at least "
+                f"{human_bytes(ring)}, more than the {human_bytes(limit - heap_bytes)} this machine's "
+                f"{human_bytes(limit)} leaves beside the "
                 f"JVM heap of {human_bytes(heap_bytes)} (SCRIBE_DRIVER_MEMORY); lower 'nodes' or "
                 "SCRIBE_DRIVER_MEMORY")
         if local_workers(master):   # on a cluster the state is the executors', on their machines
@@ -158,6 +171,8 @@ def check(p: Any, heap: str, master: str, limit: int | None = None, disk: int | 
 def check_state(p: Any, heap_bytes: int, disk: int | None = None) -> None:
     """Raise ConfigError when an overlay's node state cannot fit in the JVM heap and the free local disk."""
     key, size, what = p.state_need()
+    if not ring_in_driver(p):    # the files of a ring drawn in Spark are written to the same folder
+        size, what = size + ring_bytes(p), f"{what} with its ring's files"
     folder = scratch_dir()
     disk = free_bytes(folder) if disk is None else disk
     if size > heap_bytes + disk:

@@ -312,6 +312,23 @@ def test_the_ring_copies_must_fit_beside_the_jvm_heap():
     capacity.check(p, limit=8 * GiB + one + 1, heap="8g", master="spark://host:7077")
 
 
+def test_a_ring_drawn_in_spark_is_one_copy_for_all_and_its_files_go_to_the_local_disk():
+    from scribe_spark.workloads.network import RING_BLOCK
+    p = ScribeParams(nodes=RING_BLOCK + 1, proximity="plane")
+    one = capacity.ring_bytes(p)
+    # the driver maps the ring's files as the local workers do: one copy in the page cache
+    capacity.check(p, limit=8 * GiB + one + 1, heap="8g", master="local[2]", disk=1 << 50)
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the ring of 1,048,577 nodes, drawn in Spark and "
+                                          r"mapped from files by the Python driver and the local Python "
+                                          r"workers, needs at least "):
+        capacity.check(p, limit=8 * GiB + one - 1, heap="8g", master="local[2]", disk=1 << 50)
+    _, state, _ = p.state_need()
+    capacity.check(p, limit=64 * GiB, heap="1g", master="local[2]", disk=state + one - GiB)
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 1,048,577 nodes with its "
+                                          r"ring's files needs at least "):
+        capacity.check(p, limit=64 * GiB, heap="1g", master="local[2]", disk=state + one - GiB - 1)
+
+
 def test_a_heap_as_large_as_the_machine_is_refused():
     with pytest.raises(ConfigError, match="^SCRIBE_DRIVER_MEMORY: a JVM heap of 24.0 GiB leaves nothing"):
         capacity.check(ScribeParams(nodes=1000), limit=24 * GiB, heap="24g", master="local[2]")
@@ -337,13 +354,15 @@ def test_the_node_state_may_spill_to_local_disk_but_must_fit_heap_and_disk():
     # the state alone is larger than the whole machine here, and passes: Spark spills it
     limit = GiB + 2 * capacity.ring_bytes(p) + arrays
     assert state > limit
-    capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB)
-    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 10,000,000 nodes needs at "
+    files = capacity.ring_bytes(p)     # a ring of 10M nodes is drawn in Spark, its files beside the state
+    capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state + files - GiB)
+    with pytest.raises(ConfigError, match=r"^key 'nodes': the Pastry state of 10,000,000 nodes with its "
+                                          r"ring's files needs at "
                                           r"least .* more than the JVM heap of 1.0 GiB "
                                           r"\(SCRIBE_DRIVER_MEMORY\) and the .* free in Spark's local "
                                           r"folder .* hold together .*; "
                                           r"lower 'nodes', or point SPARK_LOCAL_DIRS at a larger disk$"):
-        capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state - GiB - 1)
+        capacity.check(p, heap="1g", master="local[2]", limit=limit, disk=state + files - GiB - 1)
     # on a cluster the state is on the executors' machines
     capacity.check(p, heap="1g", master="spark://host:7077", limit=limit, disk=0)
 

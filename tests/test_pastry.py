@@ -100,7 +100,7 @@ def test_random_mode_picks_valid_candidates_and_routes_longer(spark):
     sh = ids.shared_prefix_digits(ring.hi[edges.src], ring.lo[edges.src], ring.hi[edges.dst],
                                   ring.lo[edges.dst], 4)
     assert (sh == edges.row).all()
-    msgs = ov.lookups(spark, ring, 3000, np.random.default_rng(2))
+    msgs = ov.lookups(spark, ring, 3000, 2, None)
     rel = {}
     for name, o in (("random", rnd), ("proximity", prox)):
         r = ov.route(o, msgs).toPandas()
@@ -209,7 +209,7 @@ def test_same_seed_gives_identical_state_and_routes(spark):
         ring = small_ring(800, seed=5)
         o = ov.build_overlay(spark, ring, "proximity", seed=5)
         st = o.state.toPandas().sort_values("id")
-        r = ov.route(o, ov.lookups(spark, ring, 1000, np.random.default_rng(8)))
+        r = ov.route(o, ov.lookups(spark, ring, 1000, 8, None))
         r = r.toPandas().sort_values("mid").reset_index(drop=True)
         o.unpersist()
         return st, r
@@ -257,7 +257,7 @@ def test_a_route_reads_each_entry_in_the_join_and_ships_the_tables_only_where_it
 
 
 def test_routing_no_message_returns_an_empty_frame_with_the_delivered_columns(spark, overlay_1500):
-    msgs = ov.lookups(spark, overlay_1500.ring, 5, np.random.default_rng(1)).limit(0)
+    msgs = ov.lookups(spark, overlay_1500.ring, 5, 1, None).limit(0)
     routed = ov.route(overlay_1500, msgs)
     assert routed.columns == ["mid", "src", "key_hi", "key_lo", "dest", "hops", "distance", "rare",
                               "timeouts", "direct"]
@@ -266,7 +266,7 @@ def test_routing_no_message_returns_an_empty_frame_with_the_delivered_columns(sp
 
 
 def test_superstep_progress_is_reported(spark, overlay_1500, progress):
-    msgs = ov.lookups(spark, overlay_1500.ring, 200, np.random.default_rng(1))
+    msgs = ov.lookups(spark, overlay_1500.ring, 200, 1, None)
     ov.route(overlay_1500, msgs)
     assert progress[0].startswith("route superstep 1: ") and "messages in flight" in progress[0]
     assert progress[-1].startswith(f"route superstep {len(progress)}: 0 messages in flight")

@@ -384,7 +384,7 @@ def route(overlay: Overlay, messages: DataFrame,
 LOOKUP_BLOCK = 1 << 20    # lookups drawn from one stream
 
 
-def lookup_block(n: int, count: int, block: int, size: int, seed: int, purpose: int,
+def lookup_block(n: int, count: int, block: int, size: int, seed: int, purpose: int | None,
                  scope: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Block `block` of `size` lookups of `count` in an n-node ring: sources and destinations. Block 0
     draws from the stream all lookups were drawn from before they came in blocks, so that a draw of one
@@ -395,7 +395,8 @@ def lookup_block(n: int, count: int, block: int, size: int, seed: int, purpose: 
     return src, (src + rng.integers(1, n, size=m)) % n
 
 
-def lookups(spark: SparkSession, ring: Ring, count: int, seed: int, purpose: int, *scope: int) -> DataFrame:
+def lookups(spark: SparkSession, ring: Ring, count: int, seed: int, purpose: int | None,
+            *scope: int) -> DataFrame:
     """Return `count` lookups between random distinct node pairs (key = destination's id), drawn from the
     run's streams of `purpose` and `scope` in blocks of LOOKUP_BLOCK (`lookup_block`): one block on the
     driver, more by Spark tasks that read the ids from the shared ring, so that the driver holds none."""

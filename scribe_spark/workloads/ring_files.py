@@ -9,6 +9,7 @@ machine for the driver and the workers.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,10 +125,13 @@ def spark_ring(spark: SparkSession, n: int, p, seed: int, routers, matrix, size:
     frame = spark.range(blocks, numPartitions=blocks).mapInArrow(_draw_task(n, seed, model, sites, size),
                                                                  _schema(model))
     folder = new_folder("ring")
+    t0 = time.time()
     by_node = _by_node(frame, folder, n, model)
+    _log.info(f"ring: {n:,} nodes drawn in {blocks} blocks by Spark tasks ({time.time() - t0:.1f}s)")
+    t0 = time.time()
     ranked = _sorted(frame, folder, n)
+    _log.info(f"ring: sorted by Spark tasks and written to {folder} ({time.time() - t0:.1f}s)")
     prox = network.proximity(model, by_node["where"], routers, matrix)
     if prox.site is not None:   # grouped here, so that the ring does not group them in memory
         prox.by_site(out=open_memmap(folder / "members.npy", "w+", np.int32, (n,)))
-    _log.debug(f"ring of {n:,} nodes drawn in {blocks} blocks and sorted in Spark, mapped from {folder}")
     return Ring.presorted(by_node["hi"], by_node["lo"], p.b, p.leaf_set, p.neighborhood, prox, **ranked)
