@@ -173,6 +173,12 @@ def test_delays_depths_and_stress_against_direct_computation(world):
     stress = metrics.node_stress(trees).toPandas().set_index("node")
     counts = edges.groupby("dst").size()
     assert (stress.entries.sort_index() == counts.sort_index()).all()
+    # the counts per value the job gathers instead of a row per node
+    got = metrics.node_stress_counts(trees).toPandas()
+    for key in ("topics", "entries"):
+        vals, cnt = np.unique(stress[key].to_numpy(), return_counts=True)
+        mine = got[got.metric == key].sort_values("value")
+        assert mine["value"].tolist() == vals.tolist() and mine["nodes"].tolist() == cnt.tolist()
 
 
 def test_link_stress_against_per_edge_walk(world):

@@ -133,7 +133,7 @@ def _measure(spark, p: ScribeParams, run: Run, overlay, routers, trees, w: _Work
                         "publisher_to_root_hops": to_root.hops.to_numpy()})
     delay = delay.merge(leg, on=TOPIC, how="left")
     lap("delay penalty")
-    stress = metrics.node_stress(trees).toPandas()
+    stress = metrics.node_stress_counts(trees).toPandas()   # counts per value: not a row per node
     shape = metrics.tree_shape(trees, paths).toPandas().sort_values(TOPIC)
     lap("node stress and tree shape")
     tables = {**_delay_table(delay), **_node_stress(p, stress), "tree_shape": shape}
@@ -180,18 +180,19 @@ def _delay_table(delay: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"delay": delay[cols].rename(columns=names)}
 
 
-def _node_stress(p: ScribeParams, stress: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Node stress in all: topics forwarded and children-table entries per node, and their distributions."""
+def _node_stress(p: ScribeParams, counts: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Node stress in all: topics forwarded and children-table entries per node, and their distributions,
+    from how many nodes have each value (`metrics.node_stress_counts`)."""
     n, rows, dist = p.nodes, [], []
-    for col, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
-        v = stress[col].to_numpy()
-        rows.append({"metric": label, "mean_all_nodes": v.sum() / n,
-                     "mean_nonzero": v.mean() if len(v) else 0.0, "max": int(v.max()) if len(v) else 0,
-                     "nodes_nonzero": len(v), "nodes": n})
-    for col, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
-        vals, cnt = np.unique(stress[col].to_numpy(), return_counts=True)
+    for key, label in (("topics", "topics_forwarded"), ("entries", "children_entries")):
+        d = counts[counts.metric == key].sort_values("value")
+        vals, cnt = d["value"].to_numpy(np.int64), d["nodes"].to_numpy(np.int64)
+        nonzero, total = int(cnt.sum()), int((vals * cnt).sum())
+        rows.append({"metric": label, "mean_all_nodes": total / n,
+                     "mean_nonzero": total / nonzero if nonzero else 0.0,
+                     "max": int(vals.max()) if nonzero else 0, "nodes_nonzero": nonzero, "nodes": n})
         dist.append(pd.DataFrame({"metric": label, "value": np.concatenate([[0], vals]),
-                                  "nodes": np.concatenate([[n - len(stress)], cnt])}))
+                                  "nodes": np.concatenate([[n - nonzero], cnt])}))
     return {"node_stress": pd.DataFrame(rows), "node_stress_distribution": pd.concat(dist)}
 
 

@@ -56,6 +56,14 @@ def node_stress(trees: Trees) -> DataFrame:
             .agg(F.countDistinct(TOPIC).alias("topics"), F.count("*").alias("entries")))
 
 
+def node_stress_counts(trees: Trees) -> DataFrame:
+    """Return (metric, value, nodes): how many nodes with any children forward for `value` topics (metric
+    "topics") or hold `value` children-table entries ("entries"); a few rows, whatever the overlay's size."""
+    pair = [F.struct(F.lit(c).alias("metric"), F.col(c).alias("value")) for c in ("topics", "entries")]
+    return (node_stress(trees).select(F.explode(F.array(*pair)).alias("p")).select("p.metric", "p.value")
+            .groupBy("metric", "value").agg(F.count("*").alias("nodes")))
+
+
 def tree_shape(trees: Trees, paths: DataFrame) -> DataFrame:
     """Return per topic: tree nodes, depth, fan-out at the root, mean/max fan-out of other forwarders."""
     fan = trees.edges.groupBy(TOPIC, F.col(DST).alias(NODE)).agg(F.count("*").alias("fanout"))
