@@ -1,9 +1,12 @@
 """Rings and lookups drawn in blocks: one block is the draw of before, and Spark's draw is the driver's."""
+import os
+
 import numpy as np
 import pytest
 
 from scribe_spark import ids, topology
 from scribe_spark.config import PastryFailuresParams
+from scribe_spark.spark.shared import share
 from scribe_spark.streams import stream
 from scribe_spark.workloads import network
 
@@ -38,8 +41,8 @@ def test_blocks_after_the_first_are_drawn_from_streams_of_their_own():
 def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark, monkeypatch, model):
     p = _params(model)
     routers, matrix = network.shared_network(p, p.seed)
-    monkeypatch.setattr(network, "RING_BLOCK", 1_000)
-    n = 3_500                                       # four blocks, the last one short
+    monkeypatch.setattr(network, "RING_BLOCK", 4_000)
+    n = 10_000                                      # three blocks, the last one short; arrays that map
     want = network.make_ring(n, p, p.seed, routers, matrix)
     got = network.make_ring(n, p, p.seed, routers, matrix, spark=spark)
     for name in ARRAYS:
@@ -47,6 +50,8 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
         assert (getattr(got, name) == getattr(want, name)).all(), name
     assert (_where(got) == _where(want)).all() and _where(got).dtype == _where(want).dtype
+    share(spark.sparkContext, got)       # shipped as links to the ring's own files, not copies
+    assert all(os.stat(getattr(got, name).filename).st_nlink == 2 for name in ARRAYS)
     if model == "transit-stub":
         for a, b in zip(got.prox.by_site(), want.prox.by_site()):
             assert a.dtype == b.dtype and (a == b).all()
