@@ -73,16 +73,17 @@ def ring_bytes(p: Any) -> int:
 
 
 # each kind of process at its own peak in S1 (transit-stub, local[2], an 8 GiB heap; the performance page
-# has the runs). The driver JVM's resident memory beyond its heap, and the Python driver's bytes per node
-# of the overlay (its fixed part included), at 10,000,000 nodes, plus the 4 bytes per node the ring has
-# held since then (the nodes grouped by site). Each local Python worker's own memory (anonymous pages)
+# has the runs). The driver JVM's resident memory beyond its heap. The Python driver's resident peak,
+# which N no longer moves: it comes at the start, with the router network's all-pairs delays, and after
+# that the driver holds no array per node (a ring drawn in Spark is files it maps, counted below; a
+# ring of one block it draws and holds itself). Each local Python worker's own memory (anonymous pages)
 # at 2,000,000 and 4,000,000 nodes: a fixed part and its growth per node (the prefix classes its tasks
 # search, which grow with the ring until they hold every site). The files the local workers map once
 # for all of them (`spark/shared.py`): the ring, and beside it the site order, the router delays and
 # the libraries (WORKERS_SHARED_BYTES). The peaks need not coincide, so their sum overestimates a run's
 # peak.
 JVM_BEYOND_HEAP = 9 * (1 << 30) // 10   # 0.9 GiB: 8.8-8.9 GiB resident with an 8 GiB heap
-DRIVER_BYTES_PER_NODE = 111   # 1.00 GiB at 10M, and the ring's 4 bytes per node more
+DRIVER_PEAK_BYTES = 700 << 20   # 532, 595 and 700 MiB resident at 250k, 2M and 4M nodes
 WORKER_FIXED_BYTES = 190 << 20   # 224 and 258 MiB at 2M and 4M nodes
 WORKER_BYTES_PER_NODE = 18
 WORKERS_SHARED_BYTES = 140 << 20   # resident, not the worker's own, not the ring: 140 MiB at 4M
@@ -90,12 +91,13 @@ WORKERS_SHARED_BYTES = 140 << 20   # resident, not the worker's own, not the rin
 
 def expected_peak(p: Any, heap_bytes: int, master: str) -> int:
     """Estimate an overlay run's peak resident memory here: each kind of process at its measured peak,
-    the files the local workers map (the ring among them) once for all of them."""
+    the files the local workers and the driver map (the ring among them) once for all of them, and the
+    driver's own copy of a ring it drew."""
     workers, n = local_workers(master), p.peak_nodes()
-    ring = RING_BYTES_PER_NODE.get(p.proximity, 48)
-    python = DRIVER_BYTES_PER_NODE * n + workers * (WORKER_FIXED_BYTES + WORKER_BYTES_PER_NODE * n)
-    shared = (ring * n + WORKERS_SHARED_BYTES) if workers else 0
-    return heap_bytes + JVM_BEYOND_HEAP + python + shared
+    ring = RING_BYTES_PER_NODE.get(p.proximity, 48) * n
+    python = DRIVER_PEAK_BYTES + workers * (WORKER_FIXED_BYTES + WORKER_BYTES_PER_NODE * n)
+    copies = 1 + (ring_in_driver(p) and workers > 0)
+    return heap_bytes + JVM_BEYOND_HEAP + python + ring * copies + (WORKERS_SHARED_BYTES if workers else 0)
 
 
 def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> str | None:
@@ -112,8 +114,8 @@ def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> st
         return None
     workers = local_workers(master)
     return (f"key 'nodes': an overlay of up to {p.peak_nodes():,} nodes may need up to about "
-            f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap}; per node, "
-            f"{DRIVER_BYTES_PER_NODE} bytes in the Python driver, {WORKER_BYTES_PER_NODE} in each of "
+            f"{human_bytes(peak)} (the JVM heap SCRIBE_DRIVER_MEMORY={heap}; the Python driver's "
+            f"{human_bytes(DRIVER_PEAK_BYTES)}; per node, {WORKER_BYTES_PER_NODE} bytes in each of "
             f"{workers} local Python workers beside its fixed {human_bytes(WORKER_FIXED_BYTES)}, and the "
             "ring the workers map once; each process at its peak as measured for S1), more than this "
             f"machine's {human_bytes(limit)}: the run may be stopped for lack of memory; lower 'nodes', "

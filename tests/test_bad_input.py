@@ -370,19 +370,25 @@ def test_the_node_state_may_spill_to_local_disk_but_must_fit_heap_and_disk():
 def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     p = ScribeParams(nodes=25_000_000)
     line = capacity.peak_warning(p, "8g", "local[2]", limit=12 * GiB)
-    # the measured figures: the driver's per node, each worker's own fixed part and per node, and the
-    # files the workers map (the ring among them) once
+    # the measured figures: the driver's peak, each worker's own fixed part and per node, and the files
+    # the workers and the driver map (the ring among them) once
     n, ring = 25_000_000, capacity.RING_BYTES_PER_NODE["transit-stub"]
-    expected = (8 * GiB + 9 * GiB // 10 + 111 * n + 2 * (190 * 2**20 + 18 * n) + ring * n + 140 * 2**20)
+    expected = (8 * GiB + 9 * GiB // 10 + 700 * 2**20 + 2 * (190 * 2**20 + 18 * n) + ring * n + 140 * 2**20)
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
-                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g; per node, ")
+                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g; the Python driver's "
+                           f"700.0 MiB; per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
-    # each local worker adds its own part; the driver's is there on any master, the shared files once
+    # each local worker adds its own part; the driver's is there on any master, and it maps the ring
+    # drawn in Spark on any master too; the workers' other shared files once
     assert (capacity.expected_peak(p, 0, "local[4]") - capacity.expected_peak(p, 0, "local[2]")
             == 2 * (190 * 2**20 + 18 * n))
     assert (capacity.expected_peak(p, 0, "local[1]") - capacity.expected_peak(p, 0, "spark://host:7077")
-            == 190 * 2**20 + 18 * n + ring * n + 140 * 2**20)
+            == 190 * 2**20 + 18 * n + 140 * 2**20)
+    # a ring of one block the driver holds itself, beside the file the local workers map
+    small = ScribeParams(nodes=1_000_000)
+    assert (capacity.expected_peak(small, 0, "local[1]") - capacity.expected_peak(small, 0, "spark://h:7077")
+            == 190 * 2**20 + 18 * 1_000_000 + ring * 1_000_000 + 140 * 2**20)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None
     assert capacity.peak_warning(p, "8g", "spark://host:7077", limit=12 * GiB) is None
