@@ -9,6 +9,7 @@ machine for the driver and the workers.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -56,6 +57,15 @@ def _draw_task(n: int, seed: int, model: str, sites: int, size: int):
     return task
 
 
+def _file(path: Path, dtype, shape: tuple[int, ...]) -> np.memmap:
+    """A new `.npy` file mapped for writing, its blocks allocated now: a full disk raises OSError here,
+    where writing to the pages of a sparse file would kill the process (SIGBUS)."""
+    out = open_memmap(path, "w+", dtype, shape)
+    with open(path, "r+b") as fd:
+        os.posix_fallocate(fd.fileno(), 0, os.path.getsize(path))
+    return out
+
+
 def _unsigned(col: pa.Array) -> np.ndarray:
     """A sortable id half back as the unsigned half it came from."""
     return col.to_numpy().view(np.uint64) ^ SIGN
@@ -64,10 +74,9 @@ def _unsigned(col: pa.Array) -> np.ndarray:
 def _by_node(frame, folder: Path, n: int, model: str) -> dict[str, np.ndarray]:
     """Write the ids and locations by node number to files; return them mapped."""
     where_shape = (n, COORDS[model]) if model in COORDS else (n,)
-    out = {"hi": open_memmap(folder / "hi.npy", "w+", np.uint64, (n,)),
-           "lo": open_memmap(folder / "lo.npy", "w+", np.uint64, (n,)),
-           "where": open_memmap(folder / "where.npy", "w+", np.float64 if model in COORDS else np.int32,
-                                where_shape)}
+    out = {"hi": _file(folder / "hi.npy", np.uint64, (n,)),
+           "lo": _file(folder / "lo.npy", np.uint64, (n,)),
+           "where": _file(folder / "where.npy", np.float64 if model in COORDS else np.int32, where_shape)}
     at = 0
     for batch in partition_batches(frame):   # partitions are blocks, in node order
         k = batch.num_rows
@@ -86,10 +95,10 @@ def _by_node(frame, folder: Path, n: int, model: str) -> dict[str, np.ndarray]:
 
 def _sorted(frame, folder: Path, n: int) -> dict[str, np.ndarray]:
     """Write the ring order (node numbers by id), its inverse and the ids in that order to files."""
-    out = {"order": open_memmap(folder / "order.npy", "w+", np.int64, (n,)),
-           "pos": open_memmap(folder / "pos.npy", "w+", np.int64, (n,)),
-           "shi": open_memmap(folder / "shi.npy", "w+", np.uint64, (n,)),
-           "slo": open_memmap(folder / "slo.npy", "w+", np.uint64, (n,))}
+    out = {"order": _file(folder / "order.npy", np.int64, (n,)),
+           "pos": _file(folder / "pos.npy", np.int64, (n,)),
+           "shi": _file(folder / "shi.npy", np.uint64, (n,)),
+           "slo": _file(folder / "slo.npy", np.uint64, (n,))}
     at, last = 0, None
     for batch in partition_batches(frame.select("node", "khi", "klo").orderBy("khi", "klo")):
         k = batch.num_rows
@@ -133,5 +142,5 @@ def spark_ring(spark: SparkSession, n: int, p, seed: int, routers, matrix, size:
     _log.info(f"ring: sorted by Spark tasks and written to {folder} ({time.time() - t0:.1f}s)")
     prox = network.proximity(model, by_node["where"], routers, matrix)
     if prox.site is not None:   # grouped here, so that the ring does not group them in memory
-        prox.by_site(out=open_memmap(folder / "members.npy", "w+", np.int32, (n,)))
+        prox.by_site(out=_file(folder / "members.npy", np.int32, (n,)))
     return Ring.presorted(by_node["hi"], by_node["lo"], p.b, p.leaf_set, p.neighborhood, prox, **ranked)
