@@ -59,8 +59,9 @@ def batch_columns(batches: Iterator[pa.RecordBatch]) -> Iterator[dict]:
 
 
 def partition_batches(frame: DataFrame) -> Iterator[pa.RecordBatch]:
-    """Yield a frame's rows on the driver as Arrow batches, partition after partition in order, holding
-    one partition at a time (rows travel packed, a batch per row, not one Python object each)."""
+    """Yield a frame's rows on the driver as Arrow batches (none empty), partition after partition in
+    order, holding one partition at a time (rows travel packed, a batch per row, not one Python object
+    each)."""
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             sink = pa.BufferOutputStream()
@@ -68,4 +69,4 @@ def partition_batches(frame: DataFrame) -> Iterator[pa.RecordBatch]:
                 writer.write_batch(batch)
             yield pa.RecordBatch.from_pydict({"ipc": pa.array([sink.getvalue().to_pybytes()], pa.binary())})
     for row in frame.mapInArrow(pack, "ipc binary").toLocalIterator():
-        yield from pa.ipc.open_stream(row.ipc).read_all().to_batches()
+        yield from (b for b in pa.ipc.open_stream(row.ipc).read_all().to_batches() if b.num_rows)
