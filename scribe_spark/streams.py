@@ -31,6 +31,8 @@ class Purpose:
     MEMBERS = 13             # S1/S2: each topic's subscribers per chunk of nodes (scope: topic[, chunk])
     FORGED = 14              # S1/S2: requests with forged credentials (scope: block)
     LEAVES = 15              # churn, pastry_timed: who leaves gracefully (scope: epoch; nodes)
+    RING = 16                # the ring's blocks after the first (scope: nodes, block)
+    LOOKUP_BLOCKS = 17       # lookups' later blocks (scope: their first block's scope and purpose, block)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

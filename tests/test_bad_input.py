@@ -376,8 +376,8 @@ def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
     expected = (8 * GiB + 9 * GiB // 10 + 700 * 2**20 + 2 * (190 * 2**20 + 18 * n) + ring * n + 140 * 2**20)
     assert capacity.expected_peak(p, 8 * GiB, "local[2]") == expected
     assert line.startswith(f"key 'nodes': an overlay of up to 25,000,000 nodes may need up to about "
-                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g; the Python driver's "
-                           f"700.0 MiB; per node, ")
+                           f"{expected / GiB:.1f} GiB (the JVM heap SCRIBE_DRIVER_MEMORY=8g; the Python "
+                           f"driver's 700.0 MiB; per node, ")
     assert "in each of 2 local Python workers" in line and line.endswith("(--master local[N])")
     # each local worker adds its own part; the driver's is there on any master, and it maps the ring
     # drawn in Spark on any master too; the workers' other shared files once
@@ -387,7 +387,7 @@ def test_an_overlay_expected_above_the_machine_is_warned_of_not_refused():
             == 190 * 2**20 + 18 * n + 140 * 2**20)
     # a ring of one block the driver holds itself, beside the file the local workers map
     small = ScribeParams(nodes=1_000_000)
-    assert (capacity.expected_peak(small, 0, "local[1]") - capacity.expected_peak(small, 0, "spark://h:7077")
+    assert (capacity.expected_peak(small, 0, "local[1]") - capacity.expected_peak(small, 0, "spark://h:1")
             == 190 * 2**20 + 18 * 1_000_000 + ring * 1_000_000 + 140 * 2**20)
     # below the machine, on a cluster (the workers are elsewhere), and for runs with no overlay: no line
     assert capacity.peak_warning(p, "8g", "local[2]", limit=expected) is None

@@ -2,6 +2,7 @@
 import os
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from scribe_spark import ids, topology
@@ -50,25 +51,85 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
         assert (getattr(got, name) == getattr(want, name)).all(), name
     assert (_where(got) == _where(want)).all() and _where(got).dtype == _where(want).dtype
-    share(spark.sparkContext, got)       # shipped as links to the ring's own files, not copies
+    bc = share(spark.sparkContext, got)       # shared as links to the ring's own files, not copies
     assert all(os.stat(getattr(got, name).filename).st_nlink == 2 for name in ARRAYS)
+
+    def task(batches):                        # a local worker maps the driver's very file
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"ino": [os.stat(bc.value.hi.filename).st_ino]})
+    ino = spark.range(1, numPartitions=1).mapInArrow(task, "ino long").first().ino
+    assert ino == os.stat(got.hi.filename).st_ino
     if model == "transit-stub":
         for a, b in zip(got.prox.by_site(), want.prox.by_site()):
             assert a.dtype == b.dtype and (a == b).all()
         assert isinstance(got.prox.by_site()[2], np.memmap)
 
 
+def _small_batches() -> dict:
+    """Spark settings under which a small ring's sort reaches the driver in many partitions and batches."""
+    return {"spark.sql.adaptive.coalescePartitions.enabled": "false",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "300"}
+
+
+def _with_conf(spark, conf: dict, fn):
+    before = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        return fn()
+    finally:
+        for k, v in before.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
 def test_the_spark_ring_does_not_depend_on_the_shuffles_partitions(spark, monkeypatch):
+    from scribe_spark.workloads import ring_files
     p = _params("sphere")
     monkeypatch.setattr(network, "RING_BLOCK", 700)
-    rings = []
-    for parts in ("1", "7"):
-        spark.conf.set("spark.sql.shuffle.partitions", parts)
-        try:
-            rings.append(network.make_ring(2_000, p, p.seed, spark=spark))
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", "2")
+    seen = []
+
+    def counted(frame):
+        seen.append(0)
+        for batch in ring_files_batches(frame):
+            seen[-1] += 1
+            yield batch
+    ring_files_batches = ring_files.partition_batches
+    monkeypatch.setattr(ring_files, "partition_batches", counted)
+    rings = [_with_conf(spark, {**_small_batches(), "spark.sql.shuffle.partitions": parts},
+                        lambda: network.make_ring(2_000, p, p.seed, spark=spark)) for parts in ("1", "7")]
+    assert all(n > 3 for n in seen)               # the sorts arrived in several batches each
     assert all((getattr(rings[0], k) == getattr(rings[1], k)).all() for k in ARRAYS)
+    assert (rings[0].order == network.make_ring(2_000, p, p.seed).order).all()
+
+
+def test_a_duplicate_id_across_the_sorts_batches_is_refused(spark, tmp_path):
+    import pandas as pd
+
+    from scribe_spark.workloads import ring_files
+    rows = pd.DataFrame({"node": np.arange(1_000), "khi": np.arange(1_000), "klo": np.zeros(1_000, np.int64)})
+    unique = spark.createDataFrame(rows)
+    rows.loc[300, "khi"] = rows.loc[299, "khi"]     # 299 and 300 straddle the batches of 300 rows
+    twin = spark.createDataFrame(rows)
+
+    def sort(frame):
+        return _with_conf(spark, _small_batches(), lambda: ring_files._sorted(frame, tmp_path, 1_000))
+    assert (sort(unique)["order"] == np.arange(1_000)).all()
+    with pytest.raises(ValueError, match="duplicate random ids"):
+        sort(twin)
+
+
+def test_no_later_block_draws_from_another_purposes_stream():
+    n, seed = 5_000, 11
+    firsts = {tuple(stream(seed, purpose, n).integers(0, 2**64, size=2, dtype=np.uint64))
+              for purpose in [None, *range(20)]}
+    for k in range(1, 20):
+        assert tuple(network.ring_block(n, k, seed, "plane", 0, 100)[0][:2]) not in firsts
+    from scribe_spark.pastry import overlay as ov
+    firsts = {tuple(stream(seed, purpose, n, 1).integers(0, n, size=2)) for purpose in range(20)}
+    firsts |= {tuple(stream(seed, purpose, n).integers(0, n, size=2)) for purpose in range(20)}
+    for k in range(1, 20):
+        assert tuple(ov.lookup_block(n, 4_000, k, 100, seed, 1, (n,))[0][:2]) not in firsts
 
 
 def test_nodes_grouped_by_site_in_chunks_are_a_stable_sort_by_site():

@@ -1,4 +1,6 @@
 """Arrays every task reads, shipped as memory-mapped files: the workers see the driver's values."""
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 
@@ -78,7 +80,7 @@ def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path)
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(np, "save", full)
     try:
-        share(None, np.zeros(10))
+        share(SimpleNamespace(master="local[2]"), np.zeros(10))   # it fails before it needs a context
     except OSError as e:
         end = endings.ending(e)
     assert end.code == endings.EXIT_DISK_FULL and f"the disk of {tmp_path}/scribe-shared-" in end.cause

@@ -129,7 +129,7 @@ def _workload(p: TnoOrderingParams) -> Workload:
 def _scribe_ens(spark, p: TnoOrderingParams, run: Run, w: Workload, ens_key: int) -> tuple:
     """Build the overlay and the Scribe trees of every subscription that ever exists; return the ENS."""
     routers, _ = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, p.seed, routers)
+    ring = make_ring(p.nodes, p, p.seed, routers, spark=spark)
     overlay = ov.build_overlay(spark, ring, "proximity", seed=p.seed)
     topics = tp.create([f"topic-{r}" for r in range(1, p.topics + 1)], ["tno"] * p.topics, secret=p.seed)
     t0 = time.time()

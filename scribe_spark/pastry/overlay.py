@@ -32,7 +32,7 @@ from scribe_spark.spark.arrow import (
     values_offsets,
 )
 from scribe_spark.spark.shared import share
-from scribe_spark.streams import stream
+from scribe_spark.streams import Purpose, stream
 
 _log = logging.getLogger(__name__)
 
@@ -390,7 +390,10 @@ def lookup_block(n: int, count: int, block: int, size: int, seed: int, purpose: 
     draws from the stream all lookups were drawn from before they came in blocks, so that a draw of one
     block is unchanged; each later block from a stream of its own."""
     m = min(size, count - block * size)
-    rng = stream(seed, purpose, *scope) if block == 0 else stream(seed, purpose, *scope, block)
+    if block and purpose is None:
+        raise ValueError("lookups of more than one block need a purpose of their own")
+    later = (*scope, purpose, block)   # a purpose of their own: [seed, *scope, block, purpose] may be taken
+    rng = stream(seed, purpose, *scope) if block == 0 else stream(seed, Purpose.LOOKUP_BLOCKS, *later)
     src = rng.integers(0, n, size=m)
     return src, (src + rng.integers(1, n, size=m)) % n
 

@@ -2,10 +2,11 @@
 
 A broadcast variable is unpickled into each Python worker, so an executor with 15 workers holds 15
 copies of the ring (about 52 B per node each, plus the router delays). `share` writes an object's
-large arrays once as `.npy` files, ships them with `SparkContext.addFile` (once per executor)
-and broadcasts a small stub in their place: each worker maps its executor's files read-only, and
-the operating system's page cache holds one copy for all of that executor's workers (one per
-machine with one executor per machine, as in local mode).
+large arrays once as `.npy` files, ships them with `SparkContext.addFile` (once per executor; on a
+local master the workers map the driver's files themselves) and broadcasts a small stub in their
+place: each worker maps its executor's files read-only, and the operating system's page cache holds
+one copy for all of that executor's workers (one per machine with one executor per machine, and one
+for the driver and its workers on a local master).
 """
 from __future__ import annotations
 
@@ -54,14 +55,17 @@ class _Mapped:
 
 
 def _open_array(file: str) -> np.ndarray:
-    """Map one shared array read-only, from where SparkFiles fetched it on this executor."""
-    return np.load(SparkFiles.get(file), mmap_mode="r")
+    """Map one shared array read-only: the driver's own file on a local master (an absolute path), else
+    where SparkFiles fetched it on this executor."""
+    return np.load(file if os.path.isabs(file) else SparkFiles.get(file), mmap_mode="r")
 
 
 def _save(path: Path, value: np.ndarray) -> None:
     """Write an array as a `.npy` file: a link to its own file where it is one mapped whole (a ring
     sorted in Spark, `workloads/ring_files.py`), which costs no copy on the same disk."""
     if isinstance(value, np.memmap) and isinstance(value.base, mmap.mmap) and value.filename:
+        if value.mode != "r":
+            value.flush()         # the file, not the map, is what the workers read
         try:
             os.link(value.filename, path)
             return
@@ -70,7 +74,7 @@ def _save(path: Path, value: np.ndarray) -> None:
     np.save(path, np.ascontiguousarray(value))
 
 
-def _stub(obj: Any, folder: Path, prefix: str) -> _Frozen:
+def _stub(obj: Any, folder: Path, prefix: str, local: bool) -> _Frozen:
     """Write a dataclass's large arrays (fields and attributes `__post_init__` derived) to `folder`;
     return it frozen, with those arrays `_Mapped` and dataclass fields frozen in turn."""
     values: dict[str, Any] = {}
@@ -78,9 +82,9 @@ def _stub(obj: Any, folder: Path, prefix: str) -> _Frozen:
         if isinstance(value, np.ndarray) and value.nbytes >= SHARED_MIN_BYTES:
             file = f"{prefix}.{name}.npy"
             _save(folder / file, value)
-            value = _Mapped(file)
+            value = _Mapped(str(folder / file) if local else file)
         elif is_dataclass(value) and not isinstance(value, type):
-            value = _stub(value, folder, f"{prefix}.{name}")
+            value = _stub(value, folder, f"{prefix}.{name}", local)
         values[name] = value
     return _Frozen(type(obj), values)
 
@@ -149,7 +153,7 @@ def new_folder(tag: str = "") -> Path:
     return folder
 
 
-def _write(obj: Any, key: str) -> tuple[Path, _Frozen | _Mapped]:
+def _write(obj: Any, key: str, local: bool) -> tuple[Path, _Frozen | _Mapped]:
     """Write an object's large arrays in a new folder beside Spark's scratch files (SPARK_LOCAL_DIRS,
     the disk a user points at for large runs); return the folder and the object's frozen form."""
     folder = Path(sizes.scratch_dir())
@@ -157,8 +161,8 @@ def _write(obj: Any, key: str) -> tuple[Path, _Frozen | _Mapped]:
         folder = new_folder()
         if isinstance(obj, np.ndarray):
             np.save(folder / f"{key}.npy", np.ascontiguousarray(obj))
-            return folder, _Mapped(f"{key}.npy")
-        return folder, _stub(obj, folder, key)
+            return folder, _Mapped(str(folder / f"{key}.npy") if local else f"{key}.npy")
+        return folder, _stub(obj, folder, key, local)
     except OSError as e:         # name the folder: a write's error names no file
         raise OSError(e.errno, e.strerror, str(folder)) from e
 
@@ -172,8 +176,11 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     if token is not None and (id(sc), token) in _SHARED:
         return _SHARED[(id(sc), token)]
     key = uuid.uuid4().hex
-    folder, frozen = _write(obj, key)
-    for file in sorted(folder.iterdir()):
+    # on a local master the workers map the driver's files themselves: Spark would copy each added file
+    # into a folder of its own, a second copy on disk and in the page cache beside the driver's
+    local = sc.master.startswith("local")
+    folder, frozen = _write(obj, key, local)
+    for file in sorted(folder.iterdir()) if not local else ():
         sc.addFile(str(file))     # files, not the folder: addFile takes no local folder on a cluster
     size = sum(p.stat().st_size for p in folder.iterdir())
     _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")

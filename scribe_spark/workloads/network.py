@@ -27,8 +27,9 @@ def ring_block(n: int, block: int, seed: int, model: str, sites: int,
     sites of `sites`) of node numbers block * size onwards."""
     m = min(size, n - block * size)
     # block 0 draws from the stream a whole ring was drawn from before rings came in blocks, so that
-    # a ring of one block, and every table made on it, is unchanged
-    rng = stream(seed, None, n) if block == 0 else stream(seed, None, n, block)
+    # a ring of one block, and every table made on it, is unchanged; later blocks from a purpose of
+    # their own ([seed, n, block] alone would be the stream of purpose `block`)
+    rng = stream(seed, None, n) if block == 0 else stream(seed, Purpose.RING, n, block)
     hi = rng.integers(0, 2**64, size=m, dtype=np.uint64)
     lo = rng.integers(0, 2**64, size=m, dtype=np.uint64)
     if model == "plane":

@@ -2,9 +2,9 @@
 
 Spark tasks draw the ring block by block (`network.ring_block`) and sort it by id. The driver reads
 both, one partition at a time, into `.npy` files beside Spark's scratch files and maps them: its
-memory holds a partition, not the ring. `spark/shared.py` ships the same files to the workers (a
-link, not a copy, where the disk allows), and the operating system's page cache holds one copy per
-machine for the driver and the workers.
+memory holds a partition, not the ring. `spark/shared.py` shares the same files (a link, not a copy):
+on a local master the workers map them too, and the operating system's page cache holds one copy
+for the driver and the workers; on a cluster each executor gets its copy.
 """
 from __future__ import annotations
 
@@ -60,9 +60,12 @@ def _draw_task(n: int, seed: int, model: str, sites: int, size: int):
 def _file(path: Path, dtype, shape: tuple[int, ...]) -> np.memmap:
     """A new `.npy` file mapped for writing, its blocks allocated now: a full disk raises OSError here,
     where writing to the pages of a sparse file would kill the process (SIGBUS)."""
-    out = open_memmap(path, "w+", dtype, shape)
-    with open(path, "r+b") as fd:
-        os.posix_fallocate(fd.fileno(), 0, os.path.getsize(path))
+    try:
+        out = open_memmap(path, "w+", dtype, shape)
+        with open(path, "r+b") as fd:
+            os.posix_fallocate(fd.fileno(), 0, os.path.getsize(path))
+    except OSError as e:          # name the file: an allocation's error names none
+        raise OSError(e.errno, e.strerror, str(path)) from e
     return out
 
 
@@ -90,6 +93,8 @@ def _by_node(frame, folder: Path, n: int, model: str) -> dict[str, np.ndarray]:
         else:
             out["where"][at:at + k] = batch.column(3).to_numpy()
         at += k
+    if at != n:
+        raise RuntimeError(f"the ring's blocks hold {at} nodes, not {n}")
     return {name: _reopen(a) for name, a in out.items()}
 
 
