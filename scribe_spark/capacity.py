@@ -63,6 +63,12 @@ def ring_in_driver(p: Any) -> bool:
     return p.peak_nodes() <= RING_BLOCK
 
 
+def ring_copies(p: Any, master: str) -> int:
+    """The ring's copies in this machine's memory: the driver's own copy of a ring it drew, and the files
+    the local workers (and the driver, for a ring drawn in Spark) map, one copy in the page cache for all."""
+    return 1 + (ring_in_driver(p) and local_workers(master) > 0)
+
+
 def ring_bytes(p: Any) -> int:
     """Lower bound of one in-memory copy of the ring (ids, ring order, locations, site delays)."""
     size = p.peak_nodes() * RING_BYTES_PER_NODE.get(p.proximity, 48)
@@ -96,8 +102,8 @@ def expected_peak(p: Any, heap_bytes: int, master: str) -> int:
     workers, n = local_workers(master), p.peak_nodes()
     ring = RING_BYTES_PER_NODE.get(p.proximity, 48) * n
     python = DRIVER_PEAK_BYTES + workers * (WORKER_FIXED_BYTES + WORKER_BYTES_PER_NODE * n)
-    copies = 1 + (ring_in_driver(p) and workers > 0)
-    return heap_bytes + JVM_BEYOND_HEAP + python + ring * copies + (WORKERS_SHARED_BYTES if workers else 0)
+    shared = WORKERS_SHARED_BYTES if workers else 0
+    return heap_bytes + JVM_BEYOND_HEAP + python + ring * ring_copies(p, master) + shared
 
 
 def peak_warning(p: Any, heap: str, master: str, limit: int | None = None) -> str | None:
@@ -152,11 +158,8 @@ def check(p: Any, heap: str, master: str, limit: int | None = None, disk: int | 
                           f"machine's {human_bytes(limit)} of memory; its largest part is {what} "
                           f"({human_bytes(size)}): lower {lower}")
     if has_overlay(p):
-        # the driver's own copy of a ring it drew, and the files the local workers (and the driver, for a
-        # ring drawn in Spark) map: one copy in the page cache for all of them
         mine = ring_in_driver(p)
-        copies = 1 + (mine and local_workers(master) > 0)
-        ring = ring_bytes(p) * copies
+        ring = ring_bytes(p) * ring_copies(p, master)
         if ring > limit - heap_bytes:
             held = ("held by the Python driver and mapped by the local Python workers" if mine else
                     "drawn in Spark and mapped from files by the Python driver and the local Python workers")

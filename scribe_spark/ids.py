@@ -17,10 +17,15 @@ def random_ids(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     hi = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     lo = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     order = np.lexsort((lo, hi))
-    dup = (hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1])
-    if dup.any():  # probability ~ n^2 / 2^129; handled for exactness, not speed
-        raise ValueError("duplicate random ids drawn; change the seed")
+    require_distinct(hi[order], lo[order])
     return hi, lo
+
+
+def require_distinct(shi: np.ndarray, slo: np.ndarray) -> None:
+    """Raise ValueError if ids in ascending order (hi, lo) hold one twice (probability ~ n^2 / 2^129 for
+    random ids; checked for exactness, not speed)."""
+    if ((shi[1:] == shi[:-1]) & (slo[1:] == slo[:-1])).any():
+        raise ValueError("duplicate random ids drawn; change the seed")
 
 
 def to_hex(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:

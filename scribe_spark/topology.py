@@ -126,8 +126,6 @@ class Proximity:
         if "_by_site_members" not in self.__dict__:
             members = np.empty(len(self.site), np.int32) if out is None else out
             occupied, starts = group_by_site(self.site, len(self.site_delay), members)
-            if isinstance(members, np.memmap):
-                members.flush()
             # arrays of their own attributes, so that the share maps each one
             object.__setattr__(self, "_by_site_occupied", occupied)
             object.__setattr__(self, "_by_site_starts", starts)
@@ -322,9 +320,13 @@ def path_links(pred: np.ndarray, link_index, a: np.ndarray, b: np.ndarray) -> tu
 def on_sites(model: str, n: int, site_delay: np.ndarray, lan: float, rng: np.random.Generator,
              distinct: bool) -> Proximity:
     """Return n nodes attached to random sites of a site-delay matrix."""
-    s = len(site_delay)
-    site = rng.choice(s, size=n, replace=False) if distinct else rng.integers(0, s, size=n)
-    return Proximity(model, site=site.astype(np.int32), site_delay=site_delay, lan=lan)
+    return Proximity(model, site=site_draw(n, len(site_delay), rng, distinct), site_delay=site_delay, lan=lan)
+
+
+def site_draw(n: int, sites: int, rng: np.random.Generator, distinct: bool) -> np.ndarray:
+    """Return the sites (int32) of n nodes drawn at random among `sites`, distinct ones if asked."""
+    site = rng.choice(sites, size=n, replace=False) if distinct else rng.integers(0, sites, size=n)
+    return site.astype(np.int32)
 
 
 def load_matrix(path: str | Path) -> np.ndarray:

@@ -43,8 +43,7 @@ class Ring:
     def __post_init__(self):
         order = np.lexsort((self.lo, self.hi))
         shi, slo = self.hi[order], self.lo[order]
-        if ((shi[1:] == shi[:-1]) & (slo[1:] == slo[:-1])).any():   # probability ~ n^2 / 2^129
-            raise ValueError("duplicate random ids drawn; change the seed")
+        ids.require_distinct(shi, slo)
         pos = np.empty_like(order)
         pos[order] = np.arange(len(order))
         self._finish(order=order, pos=pos, shi=shi, slo=slo)

@@ -36,11 +36,9 @@ def ring_block(n: int, block: int, seed: int, model: str, sites: int,
         return hi, lo, topology.plane(m, rng).coords
     if model == "sphere":
         return hi, lo, topology.sphere(m, rng).coords
-    if model == "matrix":   # distinct sites: a ring of a matrix is one block (its sites^2 delays are larger)
-        if m != n:
-            raise ValueError(f"a ring on a latency matrix is drawn in one block; {n} nodes is more")
-        return hi, lo, rng.choice(sites, size=n, replace=False).astype(np.int32)
-    return hi, lo, rng.integers(0, sites, size=m).astype(np.int32)
+    if model == "matrix" and m != n:   # distinct sites: one block (the matrix's sites^2 delays are larger)
+        raise ValueError(f"a ring on a latency matrix is drawn in one block; {n} nodes is more")
+    return hi, lo, topology.site_draw(m, sites, rng, distinct=model == "matrix")
 
 
 def proximity(model: str, where: np.ndarray, routers: topology.TransitStub | None,

@@ -19,6 +19,7 @@ from numpy.lib.format import open_memmap
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.spark.arrow import partition_batches
 from scribe_spark.spark.shared import new_folder
@@ -104,14 +105,12 @@ def _sorted(frame, folder: Path, n: int) -> dict[str, np.ndarray]:
            "pos": _file(folder / "pos.npy", np.int64, (n,)),
            "shi": _file(folder / "shi.npy", np.uint64, (n,)),
            "slo": _file(folder / "slo.npy", np.uint64, (n,))}
-    at, last = 0, None
+    at, last = 0, (np.empty(0, np.int64), np.empty(0, np.int64))
     for batch in partition_batches(frame.select("node", "khi", "klo").orderBy("khi", "klo")):
         k = batch.num_rows
         node, khi, klo = (batch.column(i).to_numpy() for i in range(3))
-        same = (khi[1:] == khi[:-1]) & (klo[1:] == klo[:-1])
-        if same.any() or (last is not None and last == (khi[0], klo[0])):
-            raise ValueError("duplicate random ids drawn; change the seed")
-        last = (khi[-1], klo[-1])
+        ids.require_distinct(np.concatenate([last[0], khi]), np.concatenate([last[1], klo]))   # and across
+        last = (khi[-1:], klo[-1:])
         out["order"][at:at + k] = node
         out["pos"][node] = np.arange(at, at + k)
         out["shi"][at:at + k] = khi.view(np.uint64) ^ SIGN
