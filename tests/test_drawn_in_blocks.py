@@ -169,3 +169,35 @@ def test_lookups_of_one_block_are_drawn_as_before_and_more_blocks_by_spark_tasks
     assert (got["key_hi"].to_numpy().view(np.uint64) == ring.hi[dst]).all()
     assert (got["key_lo"].to_numpy().view(np.uint64) == ring.lo[dst]).all()
     assert (src[:120] == one["src"][:120]).all() and not (src[120:240] == one["src"][120:240]).all()
+
+
+def test_a_frame_streamed_to_parquet_keeps_its_order_across_partitions_and_batches(spark, tmp_path):
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from scribe_spark.spark import arrow
+    frame = spark.range(2_000).selectExpr("id % 7 AS a", "id AS b").orderBy("a", "b")
+    schema = pa.schema([("a", pa.int64()), ("twice", pa.int64())])
+    path = tmp_path / "t.parquet"
+    _with_conf(spark, {**_small_batches(), "spark.sql.shuffle.partitions": "5"},
+               lambda: arrow.frame_to_parquet(frame, path, schema, lambda b: {
+                   "a": b.column("a"), "twice": pc.multiply(b.column("b"), 2)}))
+    got = pq.read_table(path)
+    assert pq.ParquetFile(path).metadata.num_row_groups > 3     # written a batch at a time
+    want = sorted((i % 7, 2 * i) for i in range(2_000))
+    assert list(zip(got["a"].to_pylist(), got["twice"].to_pylist())) == want
+    arrow.frame_to_parquet(frame.limit(0), tmp_path / "none.parquet", schema, lambda b: {})
+    assert pq.read_table(tmp_path / "none.parquet").schema == schema
+
+
+def test_node_tables_come_in_ring_blocks_and_join_into_every_node(monkeypatch):
+    from scribe_spark.experiments import overlays
+    monkeypatch.setattr(overlays, "RING_BLOCK", 700)
+    ring = network.make_ring(2_000, _params("plane"), 11)
+    parts = list(overlays.node_tables(ring, numbered=True, overlay_nodes=2_000))
+    assert [t.num_rows for t in parts] == [700, 700, 600]
+    t = pa.concat_tables(parts)
+    assert t.column_names == ["overlay_nodes", "node", "id", "x", "y"]
+    assert t["node"].to_pylist() == list(range(2_000)) and set(t["overlay_nodes"].to_pylist()) == {2_000}
+    assert t["id"].to_pylist() == list(ids.to_hex(ring.hi, ring.lo))
+    assert np.array_equal(t["x"].to_numpy(), ring.prox.coords[:, 0])

@@ -1,6 +1,7 @@
 """Experiment pastry_hops (P1 + P2): route hops and relative distance vs overlay size."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -19,6 +20,7 @@ from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.spark import arrow
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose
 from scribe_spark.workloads.network import make_ring, shared_network
@@ -30,19 +32,19 @@ def simulate(p: PastryHopsParams, run: Run) -> Outcome:
     """Route the lookups through an overlay of every size, with both neighbour selections."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    points, routes, nodes = [], [], []
-    for n in p.nodes:
-        # built once per size, and only if a point of that size was not saved by an interrupted run
-        ring = functools.cache(functools.partial(make_ring, n, p, p.seed, routers, matrix, spark=spark))
-        for mode in MODES:
-            points.append(run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode)))
-            if p.save_routes:
-                routes.append(points[-1]["routes"])
-        if p.save_routes:
-            nodes.append(run.point(f"nodes={n} ring", lambda: _nodes_table(ring(), n)))
+    points: list[dict] = []
+    saved = arrow.ParquetStream(run.path("nodes.parquet")) if p.save_routes else contextlib.nullcontext()
+    with saved as nodes:
+        for n in p.nodes:
+            # built once per size, and only if a point of that size was not saved by an interrupted run
+            ring = functools.cache(functools.partial(make_ring, n, p, p.seed, routers, matrix, spark=spark))
+            for mode in MODES:
+                points.append(run.point(f"nodes={n} mode={mode}",
+                                        lambda: _measure(spark, p, run, ring(), mode)))
+            for table in overlays.node_tables(ring(), numbered=True, overlay_nodes=n) if nodes else ():
+                nodes.write(table)
     if p.save_routes:
-        pq.write_table(pa.concat_tables(routes), run.path("routes.parquet"))
-        pq.write_table(pa.concat_tables(nodes), run.path("nodes.parquet"))
+        pq.write_table(pa.concat_tables([pt["routes"] for pt in points]), run.path("routes.parquet"))
     return Outcome(_tables(points))
 
 
@@ -91,12 +93,6 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
         pt["routes"] = _routes_table(routed, ring, n, mode)
     overlay.unpersist()
     return pt
-
-
-def _nodes_table(ring: Ring, n: int) -> pa.Table:
-    nodes = np.arange(ring.n)
-    return pa.table({"overlay_nodes": np.full(n, n), "node": nodes, "id": ids.to_hex(ring.hi, ring.lo),
-                     **ring.prox.placement()})
 
 
 def _routes_table(routed, ring: Ring, n: int, mode: str) -> pa.Table:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -26,7 +25,8 @@ from scribe_spark.pastry import overlay as ov
 from scribe_spark.scribe import metrics
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from scribe_spark.scribe.trees import NODE, SRC, TOPIC
+from scribe_spark.scribe.trees import DST, NODE, SRC, TOPIC
+from scribe_spark.spark import arrow
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads import scribe_groups, spark_groups
@@ -161,16 +161,24 @@ def _hex(ring, nodes):
 
 
 def _save_trees(trees, subs, ring, topics, run: Run) -> None:
-    e = trees.edges.toPandas().sort_values([TOPIC, SRC]).reset_index(drop=True)
-    s = subs.toPandas().sort_values([TOPIC, NODE]).reset_index(drop=True)
+    """Write the trees, the subscriptions and the nodes, streamed a partition (or a ring block) at a time:
+    the driver never holds a row per edge or per node."""
     thex = ids.to_hex(topics.hi, topics.lo)
-    pq.write_table(pa.table({"topic": thex[e.topic.to_numpy()], "child": _hex(ring, e.src.to_numpy()),
-                             "parent": _hex(ring, e.dst.to_numpy())}), run.path("trees.parquet"))
-    pq.write_table(pa.table({"topic": thex[s.topic.to_numpy()], "node": _hex(ring, s.node.to_numpy())}),
-                   run.path("subscriptions.parquet"))
+
+    def nodes(col: str):
+        return lambda b: _hex(ring, b.column(col).to_numpy())
+
+    def topic(b: pa.RecordBatch) -> np.ndarray:
+        return thex[b.column(TOPIC).to_numpy()]
+    text = pa.string()
+    arrow.frame_to_parquet(trees.edges.select(TOPIC, SRC, DST).orderBy(TOPIC, SRC), run.path("trees.parquet"),
+                           pa.schema([("topic", text), ("child", text), ("parent", text)]),
+                           lambda b: {"topic": topic(b), "child": nodes(SRC)(b), "parent": nodes(DST)(b)})
+    arrow.frame_to_parquet(subs.select(TOPIC, NODE).orderBy(TOPIC, NODE), run.path("subscriptions.parquet"),
+                           pa.schema([("topic", text), ("node", text)]),
+                           lambda b: {"topic": topic(b), "node": nodes(NODE)(b)})
     site = "router" if ring.prox.model == "transit-stub" else "site"
-    pq.write_table(pa.table({"id": _hex(ring, np.arange(ring.n)), **ring.prox.placement(site)}),
-                   run.path("nodes.parquet"))
+    arrow.write_parquet(run.path("nodes.parquet"), overlays.node_tables(ring, site))
 
 
 def _delay_table(delay: pd.DataFrame) -> dict[str, pd.DataFrame]:

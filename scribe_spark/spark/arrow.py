@@ -1,12 +1,14 @@
-"""Arrow helpers: frames of driver data, list columns, batches as dicts (Spark schemas convert with
-PySpark's own `to_arrow_schema`)."""
+"""Arrow helpers: frames of driver data, list columns, batches as dicts, a frame's rows streamed to the
+driver or to a Parquet file (Spark schemas convert with PySpark's own `to_arrow_schema`)."""
 from __future__ import annotations
 
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -70,3 +72,41 @@ def partition_batches(frame: DataFrame) -> Iterator[pa.RecordBatch]:
             yield pa.RecordBatch.from_pydict({"ipc": pa.array([sink.getvalue().to_pybytes()], pa.binary())})
     for row in frame.mapInArrow(pack, "ipc binary").toLocalIterator():
         yield from (b for b in pa.ipc.open_stream(row.ipc).read_all().to_batches() if b.num_rows)
+
+
+class ParquetStream:
+    """One Parquet file written a table at a time (the first table's schema, unless given, is the file's);
+    with no table written, the file has `schema` and no rows."""
+
+    def __init__(self, path: Path, schema: pa.Schema | None = None) -> None:
+        self.path, self.schema, self._writer = path, schema, None
+
+    def write(self, table: pa.Table) -> None:
+        """Append a table's rows."""
+        if self._writer is None:
+            self.schema = self.schema or table.schema
+            self._writer = pq.ParquetWriter(self.path, self.schema)
+        self._writer.write_table(table.cast(self.schema))
+
+    def __enter__(self) -> "ParquetStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._writer is None and self.schema is not None:
+            self._writer = pq.ParquetWriter(self.path, self.schema)
+        if self._writer is not None:
+            self._writer.close()
+
+
+def write_parquet(path: Path, tables: Iterable[pa.Table], schema: pa.Schema | None = None) -> None:
+    """Write tables one after another into one Parquet file, holding one at a time."""
+    with ParquetStream(path, schema) as out:
+        for t in tables:
+            out.write(t)
+
+
+def frame_to_parquet(frame: DataFrame, path: Path, schema: pa.Schema,
+                     convert: Callable[[pa.RecordBatch], dict[str, object]]) -> None:
+    """Write a frame's rows, in its order, to one Parquet file through the driver a partition at a time,
+    each batch turned into the file's columns by `convert`."""
+    write_parquet(path, (pa.table(convert(b), schema=schema) for b in partition_batches(frame)), schema)
