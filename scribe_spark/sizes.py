@@ -6,8 +6,10 @@ against the machine and the JVM heap before Spark starts.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,8 +38,28 @@ def state_bytes(nodes: int, b: int, leaf_set: int, neighborhood: int) -> int:
 
 
 def scratch_dir() -> str:
-    """Spark's local folder for spilled blocks and shuffles: SPARK_LOCAL_DIRS' first, else the system's."""
-    return os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or tempfile.gettempdir()
+    """Spark's local folder for spilled blocks and shuffles, found as Spark finds it: SPARK_LOCAL_DIRS'
+    first, else the first of spark.local.dir in spark-defaults.conf, else the system's temporary folder."""
+    return (os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+            or spark_default("spark.local.dir").split(",")[0] or tempfile.gettempdir())
+
+
+def spark_default(key: str) -> str:
+    """A setting of spark-defaults.conf (in SPARK_CONF_DIR, else SPARK_HOME's or PySpark's conf/), or ''."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        spec = importlib.util.find_spec("pyspark")
+        home = (spec.submodule_search_locations or [""])[0] if spec else ""
+    path = Path(os.environ.get("SPARK_CONF_DIR") or Path(home) / "conf") / "spark-defaults.conf"
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    for line in lines:   # Java properties: "key value", "key=value" or "key: value"; # and ! comment
+        parts = re.split(r"\s*[=:\s]\s*", line.strip(), maxsplit=1)
+        if parts[0] == key and len(parts) == 2:
+            return parts[1].strip()
+    return ""
 
 
 def free_bytes(folder: str) -> int:

@@ -1,8 +1,10 @@
 """Arrays every task reads, shipped as memory-mapped files: the workers see the driver's values."""
+import tempfile
 from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from scribe_spark import ids, topology
 from scribe_spark.pastry.kernels import Ring
@@ -84,3 +86,17 @@ def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path)
     except OSError as e:
         end = endings.ending(e)
     assert end.code == endings.EXIT_DISK_FULL and f"the disk of {tmp_path}/scribe-shared-" in end.cause
+
+
+@pytest.mark.parametrize("line", ["spark.local.dir   {d},/elsewhere", "spark.local.dir={d}",
+                                  "spark.local.dir: {d}"])
+def test_spark_local_dir_in_spark_defaults_is_the_scratch_folder(monkeypatch, tmp_path, line):
+    from scribe_spark import sizes
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert sizes.scratch_dir() == tempfile.gettempdir()
+    (tmp_path / "spark-defaults.conf").write_text("# settings\nspark.local.dirs /no\n"
+                                                   + line.format(d=tmp_path / "disk") + "\n")
+    assert sizes.scratch_dir() == str(tmp_path / "disk")
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", "/first,/second")    # Spark's environment variable wins
+    assert sizes.scratch_dir() == "/first"
