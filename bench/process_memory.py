@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     command = sys.argv[1:]
+    if command[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return
     command = command[1:] if command[:1] == ["--"] else command
     if not command:
         sys.exit("give the command to measure after --")
