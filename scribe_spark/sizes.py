@@ -50,16 +50,19 @@ def spark_default(key: str) -> str:
     if not home:
         spec = importlib.util.find_spec("pyspark")
         home = (spec.submodule_search_locations or [""])[0] if spec else ""
-    path = Path(os.environ.get("SPARK_CONF_DIR") or Path(home) / "conf") / "spark-defaults.conf"
+    folder = os.environ.get("SPARK_CONF_DIR") or (str(Path(home) / "conf") if home else "")
+    if not folder:
+        return ""
     try:
-        lines = path.read_text().splitlines()
+        lines = (Path(folder) / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return ""
-    for line in lines:   # Java properties: "key value", "key=value" or "key: value"; # and ! comment
+    value = ""
+    for line in lines:   # Java properties: "key value", "key=value" or "key: value"; the last one counts
         parts = re.split(r"\s*[=:\s]\s*", line.strip(), maxsplit=1)
         if parts[0] == key and len(parts) == 2:
-            return parts[1].strip()
-    return ""
+            value = parts[1].strip()
+    return value
 
 
 def free_bytes(folder: str) -> int:

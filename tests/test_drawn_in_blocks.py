@@ -183,7 +183,6 @@ def test_a_frame_streamed_to_parquet_keeps_its_order_across_partitions_and_batch
                lambda: arrow.frame_to_parquet(frame, path, schema, lambda b: {
                    "a": b.column("a"), "twice": pc.multiply(b.column("b"), 2)}))
     got = pq.read_table(path)
-    assert pq.ParquetFile(path).metadata.num_row_groups > 3     # written a batch at a time
     want = sorted((i % 7, 2 * i) for i in range(2_000))
     assert list(zip(got["a"].to_pylist(), got["twice"].to_pylist())) == want
     arrow.frame_to_parquet(frame.limit(0), tmp_path / "none.parquet", schema, lambda b: {})
@@ -201,3 +200,45 @@ def test_node_tables_come_in_ring_blocks_and_join_into_every_node(monkeypatch):
     assert t["node"].to_pylist() == list(range(2_000)) and set(t["overlay_nodes"].to_pylist()) == {2_000}
     assert t["id"].to_pylist() == list(ids.to_hex(ring.hi, ring.lo))
     assert np.array_equal(t["x"].to_numpy(), ring.prox.coords[:, 0])
+
+
+def test_a_parquet_stream_writes_whole_row_groups_and_leaves_no_file_after_an_error(monkeypatch, tmp_path):
+    import pyarrow.parquet as pq
+
+    from scribe_spark.spark import arrow
+    monkeypatch.setattr(arrow, "ROWS_PER_GROUP", 500)
+    tables = [pa.table({"a": np.arange(k, k + 300)}) for k in range(0, 2_100, 300)]
+    arrow.write_parquet(tmp_path / "t.parquet", tables)
+    meta = pq.ParquetFile(tmp_path / "t.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [500, 500, 500, 500, 100]
+    assert pq.read_table(tmp_path / "t.parquet")["a"].to_pylist() == list(range(2_100))
+    with pytest.raises(ValueError, match="columns"):     # a table unlike the file's first one
+        arrow.write_parquet(tmp_path / "u.parquet", [tables[0], pa.table({"b": np.arange(3)})] * 2)
+    assert not (tmp_path / "u.parquet").exists()
+
+
+def test_saved_trees_are_the_frames_rows_sorted_by_topic_then_node(spark, tmp_path):
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+
+    from scribe_spark.experiments import scribe_multicast
+    ring = network.make_ring(500, _params("plane"), 11)
+    rng = np.random.default_rng(5)
+    edges = np.unique(np.column_stack([rng.integers(0, 3, 400), rng.integers(0, 500, 400)]), axis=0)
+    parent = rng.integers(0, 500, len(edges))
+    order = rng.permutation(len(edges))                   # the frame's rows in no particular order
+    rows = [(int(t), int(c), int(d)) for t, c, d in zip(edges[order, 0], edges[order, 1], parent[order])]
+    frame = spark.createDataFrame(rows, "topic long, src long, dst long")
+    topics = SimpleNamespace(hi=np.array([7, 8, 9], np.uint64), lo=np.array([1, 2, 3], np.uint64))
+    run = SimpleNamespace(path=lambda name: tmp_path / name)
+    subs = spark.createDataFrame([(int(t), int(c)) for t, c in edges[order]], "topic long, node long")
+    scribe_multicast._save_trees(SimpleNamespace(edges=frame), subs, ring, topics, run)
+    got = pq.read_table(tmp_path / "trees.parquet").to_pandas()
+    hexes = ids.to_hex(ring.hi, ring.lo)
+    assert list(got.child) == list(hexes[edges[:, 1]]) and list(got.parent) == list(hexes[parent])
+    assert list(got.topic) == list(ids.to_hex(topics.hi, topics.lo)[edges[:, 0]])
+    subscribed = pq.read_table(tmp_path / "subscriptions.parquet")["node"].to_pylist()
+    assert subscribed == list(hexes[edges[:, 1]])
+    nodes = pq.read_table(tmp_path / "nodes.parquet")
+    assert nodes.column_names == ["id", "x", "y"] and nodes["id"].to_pylist() == list(hexes)

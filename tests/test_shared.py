@@ -95,8 +95,9 @@ def test_spark_local_dir_in_spark_defaults_is_the_scratch_folder(monkeypatch, tm
     monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     assert sizes.scratch_dir() == tempfile.gettempdir()
-    (tmp_path / "spark-defaults.conf").write_text("# settings\nspark.local.dirs /no\n"
-                                                   + line.format(d=tmp_path / "disk") + "\n")
+    (tmp_path / "spark-defaults.conf").write_text("# spark.local.dir /commented\nspark.local.dir /replaced\n"
+                                                   "spark.local.dirs /no\n" + line.format(d=tmp_path / "disk")
+                                                   + "\n#spark.local.dir /commented\n")   # the last counts
     assert sizes.scratch_dir() == str(tmp_path / "disk")
     monkeypatch.setenv("SPARK_LOCAL_DIRS", "/first,/second")    # Spark's environment variable wins
     assert sizes.scratch_dir() == "/first"

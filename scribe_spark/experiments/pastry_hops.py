@@ -1,9 +1,9 @@
 """Experiment pastry_hops (P1 + P2): route hops and relative distance vs overlay size."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
+import os
 import time
 
 import numpy as np
@@ -33,17 +33,18 @@ def simulate(p: PastryHopsParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     points: list[dict] = []
-    saved = arrow.ParquetStream(run.path("nodes.parquet")) if p.save_routes else contextlib.nullcontext()
-    with saved as nodes:
-        for n in p.nodes:
-            # built once per size, and only if a point of that size was not saved by an interrupted run
-            ring = functools.cache(functools.partial(make_ring, n, p, p.seed, routers, matrix, spark=spark))
-            for mode in MODES:
-                points.append(run.point(f"nodes={n} mode={mode}",
-                                        lambda: _measure(spark, p, run, ring(), mode)))
-            for table in overlays.node_tables(ring(), numbered=True, overlay_nodes=n) if nodes else ():
-                nodes.write(table)
+    node_files: list[str] = []
+    for n in p.nodes:
+        # built once per size, and only if a point of that size was not saved by an interrupted run
+        ring = functools.cache(functools.partial(make_ring, n, p, p.seed, routers, matrix, spark=spark))
+        for mode in MODES:
+            points.append(run.point(f"nodes={n} mode={mode}", lambda: _measure(spark, p, run, ring(), mode)))
+        if p.save_routes:
+            node_files.append(run.point(f"nodes={n} ring", lambda: _nodes_file(run, ring(), n)))
     if p.save_routes:
+        files = [pq.ParquetFile(run.saved_file(f)) for f in node_files]
+        arrow.write_parquet(run.path("nodes.parquet"),
+                            (pa.Table.from_batches([b]) for f in files for b in f.iter_batches()))
         pq.write_table(pa.concat_tables([pt["routes"] for pt in points]), run.path("routes.parquet"))
     return Outcome(_tables(points))
 
@@ -93,6 +94,16 @@ def _measure(spark, p: PastryHopsParams, run: Run, ring: Ring, mode: str) -> dic
         pt["routes"] = _routes_table(routed, ring, n, mode)
     overlay.unpersist()
     return pt
+
+
+def _nodes_file(run: Run, ring: Ring, n: int) -> str:
+    """Write one size's nodes (`save_routes`) beside the saved points, a ring block at a time; return the
+    file's name (nodes.parquet joins the files at the end)."""
+    final = run.saved_file(f"nodes-{n}.parquet")
+    part = final.with_suffix(".part")
+    arrow.write_parquet(part, overlays.node_tables(ring, numbered=True, overlay_nodes=n))
+    os.replace(part, final)
+    return final.name
 
 
 def _routes_table(routed, ring: Ring, n: int, mode: str) -> pa.Table:

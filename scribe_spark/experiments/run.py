@@ -33,6 +33,12 @@ class Run:
         """Return the path of an output file."""
         return self.folder / name
 
+    def saved_file(self, name: str) -> Path:
+        """A path beside the saved sweep points (kept by an interrupted run, gone with the finished run)."""
+        folder = self.folder / POINTS
+        folder.mkdir(exist_ok=True)
+        return folder / name
+
     def point(self, key: str, compute: Callable[[], T]) -> T:
         """One sweep point's result: saved by an interrupted run (--resume), else computed and saved."""
         if key in self._points:

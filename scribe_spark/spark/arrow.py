@@ -74,28 +74,58 @@ def partition_batches(frame: DataFrame) -> Iterator[pa.RecordBatch]:
         yield from (b for b in pa.ipc.open_stream(row.ipc).read_all().to_batches() if b.num_rows)
 
 
+ROWS_PER_GROUP = 1 << 20   # a Parquet row group: what one write of a whole table would make
+
+
 class ParquetStream:
-    """One Parquet file written a table at a time (the first table's schema, unless given, is the file's);
-    with no table written, the file has `schema` and no rows."""
+    """One Parquet file written a table at a time, in row groups of ROWS_PER_GROUP rows (tables are held
+    until they make one). Every table has the file's schema: `schema`, else the first table's. With no
+    table written the file has `schema` and no rows; a stream left by an error removes its file."""
 
     def __init__(self, path: Path, schema: pa.Schema | None = None) -> None:
-        self.path, self.schema, self._writer = path, schema, None
+        self.path, self.schema = path, schema
+        self._writer: pq.ParquetWriter | None = None
+        self._held: list[pa.Table] = []
+        self._rows = 0
 
     def write(self, table: pa.Table) -> None:
         """Append a table's rows."""
+        self.schema = self.schema or table.schema
+        if not table.schema.equals(self.schema):
+            raise ValueError(f"{self.path}: a table with columns {table.schema} after {self.schema}")
+        self._held.append(table)
+        self._rows += table.num_rows
+        if self._rows >= ROWS_PER_GROUP:
+            self._flush(whole_groups=True)
+
+    def _flush(self, whole_groups: bool = False) -> None:
+        """Write the rows held as row groups of ROWS_PER_GROUP (the last may be smaller unless
+        `whole_groups`, which keeps the rows past the last whole group for the next)."""
         if self._writer is None:
-            self.schema = self.schema or table.schema
             self._writer = pq.ParquetWriter(self.path, self.schema)
-        self._writer.write_table(table.cast(self.schema))
+        rows = pa.concat_tables(self._held) if self._held else self.schema.empty_table()
+        cut = rows.num_rows - rows.num_rows % ROWS_PER_GROUP if whole_groups else rows.num_rows
+        if cut:
+            self._writer.write_table(rows.slice(0, cut), row_group_size=ROWS_PER_GROUP)
+        rest = rows.slice(cut)
+        self._held, self._rows = ([rest] if rest.num_rows else []), rest.num_rows
 
     def __enter__(self) -> "ParquetStream":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self._writer is None and self.schema is not None:
-            self._writer = pq.ParquetWriter(self.path, self.schema)
-        if self._writer is not None:
-            self._writer.close()
+    def __exit__(self, error: type | None, *exc: object) -> None:
+        if error is None:
+            if self.schema is not None:
+                self._flush()
+            if self._writer is not None:
+                self._writer.close()
+            return
+        try:            # the error in flight, not one of closing a broken file, is the run's ending
+            if self._writer is not None:
+                self._writer.close()
+        except Exception:   # noqa: BLE001
+            pass
+        Path(self.path).unlink(missing_ok=True)
 
 
 def write_parquet(path: Path, tables: Iterable[pa.Table], schema: pa.Schema | None = None) -> None:
