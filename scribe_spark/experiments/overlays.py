@@ -50,6 +50,7 @@ def node_tables(ring: Ring, site: str = "site", numbered: bool = False, **fixed:
     for a in range(0, ring.n, RING_BLOCK):
         b = min(a + RING_BLOCK, ring.n)
         cols = {k: np.full(b - a, v) for k, v in fixed.items()}
-        cols.update({"node": np.arange(a, b)} if numbered else {})
+        if numbered:
+            cols["node"] = np.arange(a, b)
         cols["id"] = ids.to_hex(ring.hi[a:b], ring.lo[a:b])
         yield pa.table({**cols, **{k: v[a:b] for k, v in place.items()}})

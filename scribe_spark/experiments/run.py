@@ -43,14 +43,12 @@ class Run:
         """One sweep point's result: saved by an interrupted run (--resume), else computed and saved."""
         if key in self._points:
             return self._points[key]
-        folder = self.folder / POINTS
-        f = folder / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", key) + ".pkl")
+        f = self.saved_file(re.sub(r"[^A-Za-z0-9_.=-]+", "_", key) + ".pkl")
         if f.exists():
             self.log(f"{key}: taken from the interrupted run")
             self._points[key] = pickle.loads(f.read_bytes())
             return self._points[key]
         value = self._points[key] = compute()
-        folder.mkdir(exist_ok=True)
         part = f.with_suffix(".part")
         part.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(part, f)

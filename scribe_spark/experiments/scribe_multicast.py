@@ -165,18 +165,18 @@ def _save_trees(trees, subs, ring, topics, run: Run) -> None:
     the driver never holds a row per edge or per node."""
     thex = ids.to_hex(topics.hi, topics.lo)
 
-    def nodes(col: str):
-        return lambda b: _hex(ring, b.column(col).to_numpy())
-
     def topic(b: pa.RecordBatch) -> np.ndarray:
         return thex[b.column(TOPIC).to_numpy()]
+
+    def node(b: pa.RecordBatch, col: str) -> np.ndarray:
+        return _hex(ring, b.column(col).to_numpy())
     text = pa.string()
     arrow.frame_to_parquet(trees.edges.select(TOPIC, SRC, DST).orderBy(TOPIC, SRC), run.path("trees.parquet"),
                            pa.schema([("topic", text), ("child", text), ("parent", text)]),
-                           lambda b: {"topic": topic(b), "child": nodes(SRC)(b), "parent": nodes(DST)(b)})
+                           lambda b: {"topic": topic(b), "child": node(b, SRC), "parent": node(b, DST)})
     arrow.frame_to_parquet(subs.select(TOPIC, NODE).orderBy(TOPIC, NODE), run.path("subscriptions.parquet"),
                            pa.schema([("topic", text), ("node", text)]),
-                           lambda b: {"topic": topic(b), "node": nodes(NODE)(b)})
+                           lambda b: {"topic": topic(b), "node": node(b, NODE)})
     site = "router" if ring.prox.model == "transit-stub" else "site"
     arrow.write_parquet(run.path("nodes.parquet"), overlays.node_tables(ring, site))
 
