@@ -233,8 +233,8 @@ def fixed_point(loop: str, events: DataFrame, derive: Callable[[DataFrame, int, 
     for p in range(1, bound + 1):
         t0 = time.time()
         out = derive(events, p, changed)
-        new = _unsized(out.events.localCheckpoint())
-        diff = _unsized(new.exceptAll(events).unionByName(events.exceptAll(new)).localCheckpoint())
+        new = _unsized(merged(out.events).localCheckpoint())
+        diff = _unsized(merged(new.exceptAll(events).unionByName(events.exceptAll(new))).localCheckpoint())
         count, since = diff.agg(F.count("*"), F.min(F.when(F.col("t") > -math.inf, F.col("t")))).first()
         first = f" from t = {since if since is not None else -math.inf:g}" if count else ""
         _log.info(f"{loop} pass {p}: {rows(new)} {unit}, {count} changed{first} ({time.time() - t0:.1f}s)")
@@ -258,6 +258,15 @@ def as_of(frame: DataFrame, node: str, at: str, versions: DataFrame, key: str = 
     v = versions.withColumnRenamed(key, "_version_node")
     cond = (frame[node] == v["_version_node"]) & (v[start] <= frame[at]) & (frame[at] < v[end])
     return frame.join(v, cond, "left").drop("_version_node", start, end)
+
+
+def merged(frame: DataFrame) -> DataFrame:
+    """The frame in at most four partitions per core (fewer stay as they are), without a shuffle.
+
+    A union has the partitions of all its parts, and a loop that unions the frames each pass derives
+    would cut frames of dozens of partitions, mostly empty, then run a task for each of them in every
+    stage that reads them: on small runs, most of a pass's time."""
+    return frame.coalesce(frame.sparkSession.sparkContext.defaultParallelism * 4)
 
 
 def _unsized(cut: DataFrame) -> DataFrame:

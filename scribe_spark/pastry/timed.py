@@ -378,11 +378,10 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
     node's versions, a leave's notices from the leaver's versions. The rest is the last pass's log and
     versions, and of the events this pass was given (the last pass's derived events) those of each kind
     that no moved node decides. Books only with `asks` (the lookups' declarations among the events)."""
-    parts = events.sparkSession.sparkContext.defaultParallelism * 4   # unions add up partitions: merged
     log = _cut(_without(ctx.last["log"], moved, "node")
-               .unionByName(_fold(ctx, _among(events, moved, "node"))).coalesce(parts))
+               .unionByName(_fold(ctx, _among(events, moved, "node"))))
     versions = _cut(_without(ctx.last["versions"], moved, "node")
-                    .unionByName(_versions(_among(log, moved, "node"))).coalesce(parts))
+                    .unionByName(_versions(_among(log, moved, "node"))))
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
     # node, repair outcomes and books by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
@@ -393,7 +392,7 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
                   _repair_events(ctx, _asked(log, "repair_start", moved), versions),
                   _leave_events(ctx, versions, moved),
-                  _books(ctx, log, events, versions, moved) if asks else None).coalesce(parts)
+                  _books(ctx, log, events, versions, moved) if asks else None)
     return log, versions, made
 
 
@@ -414,8 +413,8 @@ def _asked(log: DataFrame, kind: str, moved: DataFrame) -> DataFrame:
 
 
 def _cut(frame: DataFrame) -> DataFrame:
-    """The frame computed once and kept (until released), with no size estimate."""
-    return bsp.sizeless(frame.localCheckpoint())
+    """The frame computed once and kept (until released), in few partitions, with no size estimate."""
+    return bsp.sizeless(bsp.merged(frame).localCheckpoint())
 
 
 def _among(frame: DataFrame, nodes: DataFrame | None, col: str) -> DataFrame:
