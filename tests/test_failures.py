@@ -254,3 +254,17 @@ def test_runs_are_read_around_the_ring_and_among_members_only():
     dead[ring.order[[4, 6]]] = True
     assert kernels.member_runs(ring, members, dead).tolist() == [2]
     assert fl.repair_bound(ring, members, dead) == -(-4 * 3 // 2) + 1
+
+
+def test_the_survivors_rows_come_from_a_join_in_the_states_order_not_from_a_list_in_the_plan(failed):
+    """The live nodes' rows are those a filter on the dead list keeps, in the same order, and the plan
+    holds no list of the dead (a literal every task would carry): a broadcast anti-join drops them."""
+    from pyspark.sql import functions as F
+    _ring, dead, overlay, *_ = failed
+    state = overlay.state
+    live = fl._live_rows(state, dead)
+    want = state.where(~F.col(ov.ID).isin([int(x) for x in np.flatnonzero(dead)]))
+    assert [r.id for r in live.select(ov.ID).collect()] == [r.id for r in want.select(ov.ID).collect()]
+    assert 0 < live.count() < state.count()
+    plan = live._jdf.queryExecution().executedPlan().toString()
+    assert "BroadcastHashJoin" in plan and "LeftAnti" in plan and "INSET" not in plan and " IN (" not in plan

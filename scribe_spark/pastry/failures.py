@@ -43,6 +43,7 @@ from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
 from scribe_spark.spark.arrow import batch_columns, list_array, local_frame, values_offsets
+from scribe_spark.spark.shared import share
 
 _log = logging.getLogger(__name__)
 
@@ -138,11 +139,25 @@ def _clean_task(ring_bc: Broadcast, dead_bc: Broadcast) -> Callable:
     return _
 
 
+def _dead_frame(spark, dead: np.ndarray) -> DataFrame:
+    """The dead nodes' numbers as a frame (column `dead`) to broadcast-join with."""
+    return F.broadcast(local_frame(spark, pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
+                                   "dead long"))
+
+
+def _live_rows(state: DataFrame, dead: np.ndarray) -> DataFrame:
+    """The state's rows of live nodes, in the state's order and partitions.
+
+    A join, not a filter on a list: a list of the dead would be a literal of the plan, shipped with
+    every task; the broadcast join keeps the state's side as it is."""
+    dead_df = _dead_frame(state.sparkSession, dead)
+    return state.join(dead_df, state[ID] == dead_df.dead, "left_anti")
+
+
 def without_dead(overlay: Overlay, dead: np.ndarray) -> Overlay:
     """Return the survivors' state with every dead entry skipped (routing without repair)."""
-    spark = overlay.state.sparkSession
-    dead_bc = spark.sparkContext.broadcast(dead)
-    live_rows = overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)]))
+    dead_bc = share(overlay.state.sparkSession.sparkContext, dead)
+    live_rows = _live_rows(overlay.state, dead)
     state = live_rows.mapInArrow(_clean_task(overlay.ring_bc, dead_bc), STATE_SCHEMA).persist()
     bsp.rows(state)
     return Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
@@ -216,11 +231,10 @@ def with_new_leaves(state: DataFrame, merged: DataFrame) -> DataFrame:
 
 def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int]:
     """Eager leaf-set repair as supersteps; return (survivors' state, messages sent)."""
-    spark = overlay.state.sparkSession
-    dead_bc = spark.sparkContext.broadcast(dead)
+    dead_bc = share(overlay.state.sparkSession.sparkContext, dead)
     members = overlay.state.select(ID).toPandas()[ID].to_numpy()
     carry = bsp.Carry()
-    carry.keep("state", overlay.state.where(~F.col(ID).isin([int(x) for x in np.flatnonzero(dead)])))
+    carry.keep("state", _live_rows(overlay.state, dead))
     messages = short = 0
 
     def requests(state: DataFrame) -> DataFrame:
@@ -266,8 +280,7 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     Repairs every dead entry, or with `met` (id, dead) only the entries where node `id` found
     `dead`. Returns (state with repaired tables, counts: holes, repaired, messages)."""
     spark = state.sparkSession
-    dead_df = F.broadcast(local_frame(spark, pd.DataFrame({"dead": np.flatnonzero(dead).astype(np.int64)}),
-                                      "dead long"))
+    dead_df = _dead_frame(spark, dead)
     slots = _slots(state, 1 << overlay.ring.b).localCheckpoint()
     if met is None:
         holes = slots.join(dead_df, slots.entry == dead_df.dead)

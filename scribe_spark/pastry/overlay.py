@@ -337,7 +337,7 @@ def route(overlay: Overlay, messages: DataFrame,
     (a checkpoint or a cache): the superstep's frames are released when the loop ends.
     """
     limit = max_supersteps or overlay.ring.route_bound
-    dead_bc = overlay.state.sparkSession.sparkContext.broadcast(dead) if dead is not None else None
+    dead_bc = share(overlay.state.sparkSession.sparkContext, dead) if dead is not None else None
     settle = overlay.converged and dead is None and repair is None
     # a converged leaf set is a window of the ring, unless the ring is too small for full leaf sets
     ahead = settle and not kernels.whole_ring(overlay.ring, overlay.ring.n)
