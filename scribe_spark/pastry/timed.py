@@ -79,6 +79,7 @@ from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Overlay
 from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
+from scribe_spark.spark.shared import share
 
 _log = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                           "node long, crash double").localCheckpoint()
     left = Crashes.of(leaves)
     leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.times}), "y long, t double")
-    ctx = _Context(overlay=overlay, crash_bc=spark.sparkContext.broadcast(table), crashed=crashed,
+    ctx = _Context(overlay=overlay, crash_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound)
