@@ -39,6 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from scribe_spark import bsp
 from scribe_spark.columns import TIME
 from scribe_spark.spark.arrow import local_frame
+from scribe_spark.spark.shared import share
 
 SUB, EVENT, POS, RANK = "sub", "event", "pos", "rank"
 NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
@@ -225,7 +226,7 @@ def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
     ranks = int(rank.max()) + 1 if len(rank) else 0
     # has[r]: the subscribers notified of the event ranked r, one bit each (the task's side input)
     has = _bits(np.searchsorted(subs, sub), (len(subs) + 7) // 8, rank, ranks)
-    has_bc, subs_bc = spark.sparkContext.broadcast(has), spark.sparkContext.broadcast(subs)
+    has_bc, subs_bc = share(spark.sparkContext, has), share(spark.sparkContext, subs)   # once per machine
     inverted = inverted_frame(held).repartition("x", "y")
     task = _disagreement_task(has_bc, subs_bc, ranks, chunk_bytes)
     got = inverted.mapInArrow(task, DISAGREEMENTS).toArrow()
