@@ -162,7 +162,7 @@ def test_pastry_hops_on_a_joined_overlay_delivers_at_the_closest_node(tiny, tmp_
     from scribe_spark import cli
     conf = ROOT / "conf" / "tiny" / "pastry_hops.toml"
     args = ["--conf", str(conf), "--set", "nodes=[900]", "--set", "overlay=joined", "--set",
-            "join_initial=100", "--set", "join_batch=400", "--out", str(tmp_path)]
+            "join_initial=500", "--set", "join_batch=400", "--out", str(tmp_path)]   # one batch of joins
     assert cli.main("pastry_hops", args) == 0
     folder = tmp_path / "pastry_hops"
     nodes = pq.read_table(folder / "nodes.parquet").to_pandas()
