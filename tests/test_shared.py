@@ -72,6 +72,21 @@ def test_small_arrays_and_plain_arrays(spark):
         repr((False, int(small.order.sum())))
 
 
+def test_a_released_share_leaves_no_files_and_others_stay_readable(spark):
+    """release() removes the share's folder (a bool mask here, as the failure jobs share) and leaves the
+    others as they were."""
+    from scribe_spark.spark import shared
+    dead = np.arange(1000) % 3 == 0
+    kept, gone = share(spark.sparkContext, dead), share(spark.sparkContext, ~dead)
+    folder = shared._FOLDER_OF[id(gone)]
+    assert _seen(spark, gone, lambda a: int(a.sum())) == repr(int((~dead).sum()))
+    shared.release(gone)
+    assert not folder.exists() and folder not in shared._FOLDERS and id(gone) not in shared._FOLDER_OF
+    want = (dead.dtype.str, int(dead.sum()))
+    assert _seen(spark, kept, lambda a: (a.dtype.str, int(a.sum()))) == repr(want)
+    shared.release(kept)
+
+
 def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path):
     import errno
 

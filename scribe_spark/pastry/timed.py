@@ -79,7 +79,7 @@ from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Overlay
 from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
-from scribe_spark.spark.shared import share
+from scribe_spark.spark.shared import release, share
 
 _log = logging.getLogger(__name__)
 
@@ -228,7 +228,8 @@ class _Context:
     """What every pass reads: the overlay, the shared tables and the run's bounds."""
 
     overlay: Overlay
-    crash_bc: Broadcast
+    crashes: Crashes         # the departures, on the driver
+    crash_bc: Broadcast      # the same, for the tasks
     crashed: DataFrame       # node, crash: the nodes that crash or leave, and when
     leavers: DataFrame       # y, t: the nodes that leave gracefully, and when
     timers: Timers
@@ -271,7 +272,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
                           "node long, crash double").localCheckpoint()
     left = Crashes.of(leaves)
     leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.times}), "y long, t double")
-    ctx = _Context(overlay=overlay, crash_bc=share(spark.sparkContext, table), crashed=crashed,
+    ctx = _Context(overlay=overlay, crashes=table, crash_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound)
@@ -293,7 +294,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     finally:   # a sweep runs many in one session: nothing of this run stays cached
         for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start):
             bsp.release(frame)
-        ctx.crash_bc.unpersist()
+        release(ctx.crash_bc)   # the results are pandas frames by now: no task reads it again
 
 
 def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
@@ -1258,7 +1259,7 @@ def _messages(ctx: _Context, last: bsp.Pass, asks: dict[str, pd.DataFrame]) -> t
     for kind, sent in asks.items():
         x, z = sent.node.to_numpy(np.int64), sent.asked.to_numpy(np.int64)
         t = sent.t.to_numpy(np.float64)
-        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crash_bc.value, ctx.timers, ctx.until,
+        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crashes, ctx.timers, ctx.until,
                                              x, z, t)
         binned[f"{kind}_request"], binned[f"{kind}_reply"] = bins.count(t), bins.count(t_a[answered])
     binned["leave"] = bins.count(left)

@@ -33,6 +33,7 @@ SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broa
 _FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
 _OPENED: dict[str, Any] = {}  # a worker's mapped objects, by share key
 _SHARED: dict[tuple[int, str], Broadcast] = {}   # the driver's shares of objects with a token, reused
+_FOLDER_OF: dict[int, Path] = {}   # each share's folder, by id of its broadcast, for `release`
 PREFIX = "scribe-shared-"     # then the driver's pid: a folder whose process is gone is swept
 
 T = TypeVar("T")
@@ -187,4 +188,15 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     bc = sc.broadcast(_Shared(key, frozen))
     if token is not None:
         _SHARED[(id(sc), token)] = bc
+    _FOLDER_OF[id(bc)] = folder
     return bc
+
+
+def release(bc: Broadcast) -> None:
+    """Free a share's broadcast and the driver's files, once no task will read it again (every frame
+    computed from it materialized, none to be recomputed): a share otherwise lasts as long as the driver."""
+    bc.destroy()
+    folder = _FOLDER_OF.pop(id(bc), None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        _FOLDERS.remove(folder)

@@ -12,12 +12,13 @@ notified of (both events), the disagreements number k (b - k); the violating sub
 the distinct (inverter, non-inverter notified of both) pairs over all such {x, y}.
 
 Neither is listed. Each event's subscribers are one row of bits (`has`, events × subscribers / 8
-bytes, made on the driver from the collected notifications and broadcast once). The inverted
-pairs are grouped by {x, y} over Spark tasks; a task finds b as the bits of has[x] & has[y], and
+bytes, made on the driver from the collected notifications and shared once per machine as a
+memory-mapped file, `spark/shared.py`). The inverted pairs are grouped by {x, y} over Spark
+tasks; a task finds b as the bits of has[x] & has[y], and
 ORs has[x] & has[y] & ~inverters into a bit row per inverter (the subscribers it disagrees with).
 The driver ORs the tasks' rows and counts the pairs set in either direction. Work: the
 notifications, the inverted pairs, and per inverted pair and per inverter one bit row; when TNO
-holds, the notifications and `has` only. Memory: `has` on the driver and in each Python worker;
+holds, the notifications and `has` only. Memory: `has` on the driver and once per machine (mapped);
 per task a few arrays of up to `CHUNK_BYTES` and subscribers² / 8 bytes; on the driver up to
 (tasks + 1) × subscribers² / 8 bytes.
 `reference.pairwise_order` is the direct comparison the tests check this against.
@@ -39,7 +40,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from scribe_spark import bsp
 from scribe_spark.columns import TIME
 from scribe_spark.spark.arrow import local_frame
-from scribe_spark.spark.shared import share
+from scribe_spark.spark.shared import release, share
 
 SUB, EVENT, POS, RANK = "sub", "event", "pos", "rank"
 NOTIFICATIONS = T.StructType([T.StructField(SUB, T.LongType(), False),
@@ -236,7 +237,7 @@ def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
         np.bitwise_or.at(seen, r[r >= 0], _binary_rows(batch.column(1), seen.shape[1]))   # -1: no bits
     bsp.release(held)
     for bc in (has_bc, subs_bc):
-        bc.destroy()
+        release(bc)
     violating = pairs_in_either(seen) if seen.any() else 0
     return CheckResult(subscribers * (subscribers - 1) // 2, violating,
                        int(got.column("disagreements").to_numpy().sum()), undelivered)
