@@ -270,7 +270,7 @@ def join_batch(overlay: Overlay, members: np.ndarray, xs: np.ndarray,
     state = overlay.state
     missing = np.ones(ring.n, dtype=bool)      # nodes not in the overlay after this batch
     missing[members] = missing[xs] = False
-    absent = share(sc, missing)
+    absent = sc.broadcast(missing)   # one per batch: a share's files would outlive it (thousands at 10^6)
     # gather, per newcomer, its route's routing tables, the last node's leaf set and A's neighbors
     hops = paths.select("x", "path", F.posexplode("path").alias("i", "z"))
     rows = (hops.join(state.select(F.col(ID).alias("z"), "rt"), "z")
