@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -152,6 +153,18 @@ def _live_rows(state: DataFrame, dead: np.ndarray) -> DataFrame:
     every task; the broadcast join keeps the state's side as it is."""
     dead_df = _dead_frame(state.sparkSession, dead)
     return state.join(dead_df, state[ID] == dead_df.dead, "left_anti")
+
+
+def _without_dead_neighbours(state: DataFrame, dead_bc: Broadcast) -> DataFrame:
+    """The state with the dead left out of every neighbourhood set, in its order (read from the mask)."""
+    def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        dead = dead_bc.value
+        for col in batch_columns(batches):
+            nv, no = values_offsets(col["nbr"])
+            nbr = [x[~dead[x]] for x in (nv[no[i]:no[i + 1]] for i in range(len(no) - 1))]
+            yield pa.RecordBatch.from_arrays([col[ID], col["leaf"], col["rt"], list_array(nbr)],
+                                             schema=to_arrow_schema(STATE_SCHEMA))
+    return state.select(ID, "leaf", "rt", "nbr").mapInArrow(_, STATE_SCHEMA)
 
 
 def without_dead(overlay: Overlay, dead: np.ndarray) -> Overlay:
@@ -330,19 +343,29 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     return fixed, {"holes": n_holes, "repaired": repaired, "messages": messages}
 
 
+@dataclass(frozen=True)
+class _Updates:
+    """Routing-table slots to set, sorted by node then position: what every task of `_set_entries` reads."""
+
+    ids: np.ndarray
+    pos: np.ndarray
+    entry: np.ndarray
+
+
 def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
     """Return the state with routing-table slots (id, pos) set to `entry`.
 
-    The updates are broadcast to a map over the state rather than joined: a join's size
+    The updates reach a map over the state (shared, one copy per machine) rather than a join: a join's size
     estimate multiplies its inputs', and a local checkpoint keeps it, so a state re-joined in
     every superstep would have its estimate grow without bound (and Spark's planner with it).
     """
     upd = upd.sort_values([ID, "pos"])
-    upd_bc = state.sparkSession.sparkContext.broadcast(
-        (upd[ID].to_numpy(np.int64), upd.pos.to_numpy(np.int64), upd.entry.to_numpy(np.int64)))
+    upd_bc = share(state.sparkSession.sparkContext, _Updates(
+        upd[ID].to_numpy(np.int64), upd.pos.to_numpy(np.int64), upd.entry.to_numpy(np.int64)))
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        u_id, u_pos, u_entry = upd_bc.value
+        u = upd_bc.value
+        u_id, u_pos, u_entry = u.ids, u.pos, u.entry
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
             rv, ro = values_offsets(col["rt"])
@@ -378,9 +401,11 @@ class LazyRepair:
 
     def __init__(self, overlay: Overlay, dead: np.ndarray):
         state, leaf_msgs = repair_leaf_sets(overlay, dead)
-        dead_ids = [int(x) for x in np.flatnonzero(dead)]
-        state = state.withColumn("nbr", F.filter("nbr", lambda x: ~x.isin(dead_ids))).localCheckpoint()
-        holes = bsp.rows(_slots(state, 1 << overlay.ring.b).where(F.col("entry").isin(dead_ids)))
+        spark = state.sparkSession
+        state = _without_dead_neighbours(state, share(spark.sparkContext, dead)).localCheckpoint()
+        dead_df = _dead_frame(spark, dead)
+        slots = _slots(state, 1 << overlay.ring.b)
+        holes = bsp.rows(slots.join(dead_df, slots.entry == dead_df.dead, "left_semi"))
         self.overlay = Overlay(overlay.ring, overlay.ring_bc, state, overlay.mode)
         self.dead = dead
         self.counts = {"leaf_messages": leaf_msgs, "table_holes": holes, "table_met": 0, "table_repaired": 0,
