@@ -2,6 +2,7 @@
 uninterrupted run."""
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -10,10 +11,22 @@ import pytest
 
 from tests.helpers import ROOT, tables
 
-# any sweep would do: this one's points are short (6, a Spark job or two each), so that the tests spend
-# their time on what they test, the stops and the resumes, not on simulating
+# any sweep would do: this one's points are short (a Spark job or two each), so that the tests spend their
+# time on what they test, the stops and the resumes, not on simulating; 14 of them (2 popularity models x
+# 7 topics_per_client), so that seconds of points are left after any stop
 JOB = "tno_timestamp_size"
-TINY = [JOB, "--conf", f"conf/tiny/{JOB}.toml"]   # 2 popularity models x 3 topics_per_client
+TINY = [JOB, "--conf", f"conf/tiny/{JOB}.toml", "--set", "topics_per_client=[1,2,3,5,8,12,20]"]
+POINTS = 14
+
+
+@pytest.fixture(scope="module")
+def whole(spark, tmp_path_factory):
+    """The tables of the sweep run without a stop (in this process)."""
+    from scribe_spark import cli
+    out = tmp_path_factory.mktemp("whole")
+    args = [str(ROOT / a) if a.endswith(".toml") else a for a in TINY[1:]]
+    assert cli.main(JOB, [*args, "--out", str(out)]) == 0
+    return tables(out / JOB)
 
 
 def _run_sh(*args: str) -> subprocess.CompletedProcess:
@@ -40,15 +53,15 @@ def _stop_after(out, points: int, how: str, *extra: str) -> subprocess.Completed
 def _one_line(res: subprocess.CompletedProcess, out, said: str) -> int:
     """The stop's only line on stderr; return the points it says were kept."""
     (line,) = res.stderr.splitlines()
-    kept = re.match(rf"{JOB}: error: {said}; (\d) points kept in {out}/\.{JOB}\.tmp-", line)
-    assert kept and line.endswith(f"continue with: ./run.sh {JOB} --conf conf/tiny/{JOB}.toml "
-                                  f"--out {out} --resume"), line
+    kept = re.match(rf"{JOB}: error: {said}; (\d+) points kept in {out}/\.{JOB}\.tmp-", line)
+    again = shlex.join(["./run.sh", *TINY, "--out", str(out), "--resume"])
+    assert kept and line.endswith(f"continue with: {again}"), line
     assert "Traceback" not in res.stdout and not (out / JOB).exists()
     return int(kept[1])
 
 
 @pytest.mark.slow
-def test_ctrl_c_then_sigterm_each_end_in_one_line_and_the_run_resumes_to_the_same_tables(tiny, tmp_path):
+def test_ctrl_c_then_sigterm_each_end_in_one_line_and_the_run_resumes_to_the_same_tables(whole, tmp_path):
     out = tmp_path / "out"
     first = _stop_after(out, 1, "ctrl-c")
     assert first.returncode == 130
@@ -59,11 +72,11 @@ def test_ctrl_c_then_sigterm_each_end_in_one_line_and_the_run_resumes_to_the_sam
     resumed = _run_sh(*TINY, "--out", str(out), "--resume")
     assert resumed.returncode == 0 and resumed.stderr == "", resumed.stderr
     assert f"({kept} points done)" in resumed.stdout
-    assert tables(out / JOB) == tables(tiny(JOB))
+    assert tables(out / JOB) == whole
 
 
 @pytest.mark.slow
-def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(tiny, tmp_path):
+def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(whole, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
@@ -76,11 +89,12 @@ def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(tin
         full = _run_sh(*TINY, "--out", str(out))
         assert full.returncode == 4, full.stderr
         (line,) = full.stderr.splitlines()
-        assert line.startswith(f"{JOB}: error: no space left on the disk of ") and "points kept" in line
+        assert line.startswith(f"{JOB}: error: no space left on the disk of ")
+        assert f"; {POINTS} points kept" in line
         assert not (out / JOB).exists()
         filler.unlink()
         resumed = _run_sh(*TINY, "--out", str(out), "--resume")
         assert resumed.returncode == 0, resumed.stderr
-        assert tables(out / JOB) == tables(tiny(JOB))
+        assert tables(out / JOB) == whole
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
