@@ -73,15 +73,17 @@ def test_small_arrays_and_plain_arrays(spark):
 
 
 def test_a_released_share_leaves_no_files_and_others_stay_readable(spark):
-    """release() removes the share's folder (a bool mask here, as the failure jobs share) and leaves the
-    others as they were."""
+    """release() on a local master removes the share's folder (a bool mask here, as the failure jobs
+    share) and leaves the others as they were; a second release does nothing."""
     from scribe_spark.spark import shared
     dead = np.arange(1000) % 3 == 0
     kept, gone = share(spark.sparkContext, dead), share(spark.sparkContext, ~dead)
-    folder = shared._FOLDER_OF[id(gone)]
+    folder, local = gone._scribe_share
+    assert local and folder.is_dir()
     assert _seen(spark, gone, lambda a: int(a.sum())) == repr(int((~dead).sum()))
     shared.release(gone)
-    assert not folder.exists() and folder not in shared._FOLDERS and id(gone) not in shared._FOLDER_OF
+    assert not folder.exists() and folder not in shared._FOLDERS
+    shared.release(gone)   # twice: nothing more
     want = (dead.dtype.str, int(dead.sum()))
     assert _seen(spark, kept, lambda a: (a.dtype.str, int(a.sum()))) == repr(want)
     shared.release(kept)

@@ -33,7 +33,6 @@ SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broa
 _FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
 _OPENED: dict[str, Any] = {}  # a worker's mapped objects, by share key
 _SHARED: dict[tuple[int, str], Broadcast] = {}   # the driver's shares of objects with a token, reused
-_FOLDER_OF: dict[int, Path] = {}   # each share's folder, by id of its broadcast, for `release`
 PREFIX = "scribe-shared-"     # then the driver's pid: a folder whose process is gone is swept
 
 T = TypeVar("T")
@@ -186,17 +185,23 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     size = sum(p.stat().st_size for p in folder.iterdir())
     _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")
     bc = sc.broadcast(_Shared(key, frozen))
-    if token is not None:
+    if token is not None:         # reused: never released
         _SHARED[(id(sc), token)] = bc
-    _FOLDER_OF[id(bc)] = folder
+        return bc
+    bc._scribe_share = (folder, local)   # for `release`
     return bc
 
 
 def release(bc: Broadcast) -> None:
-    """Free a share's broadcast and the driver's files, once no task will read it again (every frame
-    computed from it materialized, none to be recomputed): a share otherwise lasts as long as the driver."""
+    """Free a share (made without a token) once no task will read it again: every frame computed from
+    it materialized, none to be recomputed. Its broadcast is destroyed, and on a local master its files
+    removed; on a cluster they stay until the driver ends, as Spark keeps offering every added file to
+    the executors that have not fetched it. Releasing twice, or what is not a share, does nothing."""
+    folder, local = getattr(bc, "_scribe_share", (None, False))
+    if folder is None:
+        return
+    del bc._scribe_share
     bc.destroy()
-    folder = _FOLDER_OF.pop(id(bc), None)
-    if folder is not None:
+    if local:
         shutil.rmtree(folder, ignore_errors=True)
         _FOLDERS.remove(folder)
