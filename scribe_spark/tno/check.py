@@ -228,16 +228,18 @@ def check_tno(notifications: DataFrame, subscribers: int, undelivered: int = 0,
     # has[r]: the subscribers notified of the event ranked r, one bit each (the task's side input)
     has = _bits(np.searchsorted(subs, sub), (len(subs) + 7) // 8, rank, ranks)
     has_bc, subs_bc = share(spark.sparkContext, has), share(spark.sparkContext, subs)   # once per machine
-    inverted = inverted_frame(held).repartition("x", "y")
-    task = _disagreement_task(has_bc, subs_bc, ranks, chunk_bytes)
-    got = inverted.mapInArrow(task, DISAGREEMENTS).toArrow()
+    try:
+        inverted = inverted_frame(held).repartition("x", "y")
+        task = _disagreement_task(has_bc, subs_bc, ranks, chunk_bytes)
+        got = inverted.mapInArrow(task, DISAGREEMENTS).toArrow()
+    finally:
+        for bc in (has_bc, subs_bc):
+            release(bc)
     seen = np.zeros_like(has, shape=(len(subs), has.shape[1]))
     for batch in got.to_batches():
         r = batch.column(0).to_numpy()
         np.bitwise_or.at(seen, r[r >= 0], _binary_rows(batch.column(1), seen.shape[1]))   # -1: no bits
     bsp.release(held)
-    for bc in (has_bc, subs_bc):
-        release(bc)
     violating = pairs_in_either(seen) if seen.any() else 0
     return CheckResult(subscribers * (subscribers - 1) // 2, violating,
                        int(got.column("disagreements").to_numpy().sum()), undelivered)
