@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -44,7 +43,7 @@ from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import ID, NODES, STATE_SCHEMA, Overlay, with_distance
 from scribe_spark.spark.arrow import batch_columns, list_array, local_frame, values_offsets
-from scribe_spark.spark.shared import share
+from scribe_spark.spark.shared import release, share
 
 _log = logging.getLogger(__name__)
 
@@ -343,29 +342,19 @@ def repair_routing_tables(overlay: Overlay, state: DataFrame, dead: np.ndarray,
     return fixed, {"holes": n_holes, "repaired": repaired, "messages": messages}
 
 
-@dataclass(frozen=True)
-class _Updates:
-    """Routing-table slots to set, sorted by node then position: what every task of `_set_entries` reads."""
-
-    ids: np.ndarray
-    pos: np.ndarray
-    entry: np.ndarray
-
-
 def _set_entries(state: DataFrame, upd: pd.DataFrame) -> DataFrame:
     """Return the state with routing-table slots (id, pos) set to `entry`.
 
-    The updates reach a map over the state (shared, one copy per machine) rather than a join: a join's size
+    The updates are broadcast to a map over the state rather than joined: a join's size
     estimate multiplies its inputs', and a local checkpoint keeps it, so a state re-joined in
     every superstep would have its estimate grow without bound (and Spark's planner with it).
     """
     upd = upd.sort_values([ID, "pos"])
-    upd_bc = share(state.sparkSession.sparkContext, _Updates(
-        upd[ID].to_numpy(np.int64), upd.pos.to_numpy(np.int64), upd.entry.to_numpy(np.int64)))
+    upd_bc = state.sparkSession.sparkContext.broadcast(
+        (upd[ID].to_numpy(np.int64), upd.pos.to_numpy(np.int64), upd.entry.to_numpy(np.int64)))
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        u = upd_bc.value
-        u_id, u_pos, u_entry = u.ids, u.pos, u.entry
+        u_id, u_pos, u_entry = upd_bc.value
         for col in batch_columns(batches):
             me = col[ID].to_numpy().astype(np.int64)
             rv, ro = values_offsets(col["rt"])
@@ -402,7 +391,9 @@ class LazyRepair:
     def __init__(self, overlay: Overlay, dead: np.ndarray):
         state, leaf_msgs = repair_leaf_sets(overlay, dead)
         spark = state.sparkSession
-        state = _without_dead_neighbours(state, share(spark.sparkContext, dead)).localCheckpoint()
+        dead_bc = share(spark.sparkContext, dead)
+        state = _without_dead_neighbours(state, dead_bc).localCheckpoint()   # eager: the mask is read
+        release(dead_bc)
         dead_df = _dead_frame(spark, dead)
         slots = _slots(state, 1 << overlay.ring.b)
         holes = bsp.rows(slots.join(dead_df, slots.entry == dead_df.dead, "left_semi"))
