@@ -276,6 +276,7 @@ def repair_leaf_sets(overlay: Overlay, dead: np.ndarray) -> tuple[DataFrame, int
         _log.warning(f"leaf-set repair: {short} nodes keep fewer than |L|/2 live members on a side, "
                      f"which Pastry's leaf-set repair cannot mend (e.g. {overlay.ring.leaf_set // 2} or more "
                      "adjacent nodes failed)")
+    release(dead_bc)   # the state is cut: no task reads the mask again
     return carry["state"], messages
 
 

@@ -14,8 +14,8 @@ the distinct (inverter, non-inverter notified of both) pairs over all such {x, y
 Neither is listed. Each event's subscribers are one row of bits (`has`, events × subscribers / 8
 bytes, made on the driver from the collected notifications and shared once per machine as a
 memory-mapped file, `spark/shared.py`). The inverted pairs are grouped by {x, y} over Spark
-tasks; a task finds b as the bits of has[x] & has[y], and
-ORs has[x] & has[y] & ~inverters into a bit row per inverter (the subscribers it disagrees with).
+tasks; a task finds b as the bits of has[x] & has[y], and ORs has[x] & has[y] & ~inverters into
+a bit row per inverter (the subscribers it disagrees with).
 The driver ORs the tasks' rows and counts the pairs set in either direction. Work: the
 notifications, the inverted pairs, and per inverted pair and per inverter one bit row; when TNO
 holds, the notifications and `has` only. Memory: `has` on the driver and once per machine (mapped);
