@@ -7,6 +7,21 @@ from tests.helpers import ROOT, adaptive_execution_off, closest_brute
 
 
 @pytest.mark.slow
+def test_pastry_hops_routes_check_out_from_parquet_alone(tiny):
+    """Every saved route, in both modes and at both sizes, ends at the numerically closest node."""
+    folder = tiny("pastry_hops")   # nodes [300, 900], 1500 lookups, save_routes
+    nodes = pq.read_table(folder / "nodes.parquet").to_pandas()
+    routes = pq.read_table(folder / "routes.parquet").to_pandas()
+    assert len(routes) == 2 * 2 * 1500
+    for n in (300, 900):
+        ints = sorted(int(h, 16) for h in nodes[nodes.overlay_nodes == n].id)
+        r = routes[routes.overlay_nodes == n]
+        assert len(ints) == n and len(r) == 2 * 1500
+        assert all(int(d, 16) == ints[closest_brute(ints, int(k, 16))] for k, d in zip(r.key, r.destination))
+        assert all(len(h) == 32 for h in r.source)
+
+
+@pytest.mark.slow
 def test_scribe_multicast_trees_check_out_from_parquet_alone(tiny):
     folder = tiny("scribe_multicast")   # 800 nodes, 30 topics, forged requests: 1% of the subscriptions
     for name in ("delay.csv", "node_stress.csv", "link_stress.csv", "tree_shape.csv", "summary.md",

@@ -1,77 +1,7 @@
-"""A sweep killed between points continues with --resume and gives the tables of an uninterrupted run."""
-import os
-import signal
-import subprocess
-import time
-
-import pyarrow.parquet as pq
-import pytest
-
+"""--resume where no run is unfinished, and the code a resumed run names (test_stops resumes real runs)."""
 from scribe_spark import cli
 from scribe_spark.cli import folder
-from tests.helpers import ROOT, closest_brute, tables
-
-TINY = ["pastry_hops", "--conf", "conf/tiny/pastry_hops.toml"]   # nodes [300, 900] x 2 modes, save_routes
-
-
-def _run_sh(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["./run.sh", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
-
-
-@pytest.mark.slow
-def test_killed_sweep_resumes_to_the_uninterrupted_tables(tiny, tmp_path):
-    out = tmp_path / "out"
-    proc = subprocess.Popen(["./run.sh", *TINY, "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.time() + 300
-    while not list(out.glob(".pastry_hops.tmp-*/.points/*.pkl")):   # the first point is saved ...
-        assert proc.poll() is None and time.time() < deadline, \
-            proc.stdout.read() if proc.poll() is not None else ""
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)   # ... kill -9 the launcher, the JVM and the Python driver
-    first = proc.communicate()[0]
-    while any(folder.alive(d) for d in out.glob(".pastry_hops.tmp-*")) and time.time() < deadline:
-        time.sleep(0.2)   # the orphaned Python driver takes a moment to die
-    assert "WARNING: Using incubator modules" not in first
-    assert "continue it with: ./run.sh pastry_hops --conf conf/tiny/pastry_hops.toml --out" in first
-    unfinished = list(out.glob(".pastry_hops.tmp-*"))
-    assert len(unfinished) == 1 and not (out / "pastry_hops").exists()
-    kept = len(list((unfinished[0] / ".points").glob("*.pkl")))
-    assert 1 <= kept < 6
-
-    # other parameters are refused before Spark starts, and the unfinished run is left alone
-    other = _run_sh(*TINY, "--set", "lookups=1400", "--out", str(out), "--resume")
-    assert other.returncode == 2 and other.stdout == ""
-    assert other.stderr.strip().splitlines() == [
-        f"pastry_hops: error: --resume: the unfinished run {unfinished[0]} has other parameters (key "
-        "'lookups' is 1500 there and 1400 here); run without --resume to start afresh"]
-    assert list(out.glob(".pastry_hops.tmp-*")) == unfinished
-
-    stale = out / ".pastry_hops.tmp-999999999"   # another dead run's folder: cleaned when a run completes
-    stale.mkdir()
-    resumed = _run_sh(*TINY, "--out", str(out), "--resume")
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert f"({kept} points done)" in resumed.stdout
-    assert resumed.stdout.count("taken from the interrupted run") == kept
-    assert sorted(p.name for p in out.iterdir()) == ["pastry_hops"]   # no temporary folder left behind
-    result = out / "pastry_hops"
-    assert sorted(p.name for p in result.iterdir() if p.name.startswith(".")) == []
-    assert tables(result) == tables(tiny("pastry_hops"))   # same as one uninterrupted run, byte for byte
-
-    again = _run_sh(*TINY, "--out", str(out), "--resume")
-    assert again.returncode == 0 and "already holds a complete run with these parameters" in again.stdout
-
-    # independent check from the parquet files alone: every destination is the numerically closest node
-    nodes = pq.read_table(result / "nodes.parquet").to_pandas()
-    routes = pq.read_table(result / "routes.parquet").to_pandas()
-    assert len(routes) == 2 * 2 * 1500
-    for n in (300, 900):
-        ints = sorted(int(h, 16) for h in nodes[nodes.overlay_nodes == n].id)
-        r = routes[routes.overlay_nodes == n]
-        for key, dest in zip(r.key, r.destination):
-            k = int(key, 16)
-            assert int(dest, 16) == ints[closest_brute(ints, k)]
-        assert all(len(h) == 32 for h in r.source)
+from tests.helpers import ROOT
 
 
 def simulate(params, run):

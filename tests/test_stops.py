@@ -1,5 +1,5 @@
-"""A run stopped by Ctrl-C, by SIGTERM or by a full disk ends in one line and resumes to the tables of an
-uninterrupted run."""
+"""A run stopped by Ctrl-C, by SIGTERM or by a full disk ends in one line, and one killed outright keeps its
+points; each resumes to the tables of an uninterrupted run."""
 import os
 import re
 import shlex
@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from scribe_spark.cli import folder
 from tests.helpers import ROOT, tables
 
 # any sweep would do: this one's points are short (a Spark job or two each), so that the tests spend their
@@ -35,15 +36,16 @@ def _run_sh(*args: str) -> subprocess.CompletedProcess:
 
 def _stop_after(out, points: int, how: str, *extra: str) -> subprocess.CompletedProcess:
     """Start (or resume) the tiny sweep; once `points` points are saved, stop it as a terminal's Ctrl-C
-    (SIGINT to the whole group) or `kill PID` (SIGTERM to run.sh alone) would."""
+    (SIGINT to the whole group), `kill PID` (SIGTERM to run.sh alone) or `kill -9` of the whole group
+    (launcher, JVM and Python driver: nothing can clean up) would."""
     proc = subprocess.Popen(["./run.sh", *TINY, "--out", str(out), *extra], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 300
     while len(list(out.glob(f".{JOB}.tmp-*/.points/*.pkl"))) < points:
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.1)
-    if how == "ctrl-c":
-        os.killpg(proc.pid, signal.SIGINT)
+    if how in ("ctrl-c", "sigkill"):
+        os.killpg(proc.pid, signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
     else:
         os.kill(proc.pid, signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
@@ -98,3 +100,40 @@ def test_a_full_disk_ends_in_one_line_and_the_run_resumes_once_there_is_room(who
         assert tables(out / JOB) == whole
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_keeps_its_points_refuses_other_parameters_and_resumes_alike(whole, tmp_path):
+    out = tmp_path / "out"
+    first = _stop_after(out, 1, "sigkill")
+    deadline = time.time() + 60
+    while any(folder.alive(d) for d in out.glob(f".{JOB}.tmp-*")) and time.time() < deadline:
+        time.sleep(0.2)   # the orphaned Python driver takes a moment to die
+    assert "WARNING: Using incubator modules" not in first.stdout + first.stderr
+    again = shlex.join(["./run.sh", *TINY, "--out", str(out), "--resume"])
+    assert f"continue it with: {again}" in first.stdout
+    unfinished = list(out.glob(f".{JOB}.tmp-*"))
+    assert len(unfinished) == 1 and not (out / JOB).exists()
+    kept = len(list((unfinished[0] / ".points").glob("*.pkl")))
+    assert 1 <= kept < POINTS
+
+    # other parameters are refused before Spark starts, and the unfinished run is left alone
+    other = _run_sh(*TINY, "--set", "clients=400", "--out", str(out), "--resume")
+    assert other.returncode == 2 and other.stdout == ""
+    assert other.stderr.strip().splitlines() == [
+        f"{JOB}: error: --resume: the unfinished run {unfinished[0]} has other parameters (key "
+        "'clients' is 500 there and 400 here); run without --resume to start afresh"]
+    assert list(out.glob(f".{JOB}.tmp-*")) == unfinished
+
+    stale = out / f".{JOB}.tmp-999999999"   # another dead run's folder: cleaned when a run completes
+    stale.mkdir()
+    resumed = _run_sh(*TINY, "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"({kept} points done)" in resumed.stdout
+    assert resumed.stdout.count("taken from the interrupted run") == kept
+    assert sorted(p.name for p in out.iterdir()) == [JOB]   # no temporary folder left behind
+    assert not [p.name for p in (out / JOB).iterdir() if p.name.startswith(".")]
+    assert tables(out / JOB) == whole   # same as one uninterrupted run, byte for byte
+
+    done = _run_sh(*TINY, "--out", str(out), "--resume")
+    assert done.returncode == 0 and "already holds a complete run with these parameters" in done.stdout
