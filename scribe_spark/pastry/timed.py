@@ -916,10 +916,13 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
     asked = (log.filter(kind == "table_ask")
              .select("node", F.col("a").cast(T.IntegerType()).alias("s"), F.col("b").alias("w")))
-    found = (events.filter(kind == LOOKUP).select("node", "other").distinct().join(rts, "node")
-             .select("node", (F.array_position("xrt", F.col("other")) - 1).cast(T.IntegerType()).alias("s"))
-             .filter(F.col("s") >= 0))
-    slots = asked.select("node", "s").unionByName(found).distinct().join(rts, "node")
+    # the slots asked for, and the dead entries lookups found (their slots are read from the same join)
+    found = events.filter(kind == LOOKUP).select("node", F.lit(None).cast(T.IntegerType()).alias("s"),
+                                                 F.col("other").alias("dead"))
+    wanted = (asked.select("node", "s", F.lit(None).cast(T.LongType()).alias("dead")).unionByName(found)
+              .distinct().join(rts, "node"))
+    slot = F.coalesce("s", (F.array_position("xrt", F.col("dead")) - 1).cast(T.IntegerType()))
+    slots = wanted.select("node", slot.alias("s"), "xrt").filter(F.col("s") >= 0)
     rows = F.slice("xrt", F.col("s") - F.col("s") % cols + 1, 2 * cols)   # a repair rarely goes further
     table = (slots.select("node", "s", rows.alias("rows"))
              .select("node", "s", F.explode("rows").alias("w")).filter(F.col("w") >= 0))
