@@ -1,5 +1,6 @@
 """Rings and lookups drawn in blocks: one block is the draw of before, and Spark's draw is the driver's."""
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -64,6 +65,18 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
         for a, b in zip(got.prox.by_site(), want.prox.by_site()):
             assert a.dtype == b.dtype and (a == b).all()
         assert isinstance(got.prox.by_site()[2], np.memmap)
+
+    # dropped once no task reads it: its own files and its share's go, and a new share writes it anew
+    files = Path(got.hi.filename).parent
+    share_folder, local = bc._scribe_kept
+    assert local and share_folder.is_dir()
+    network.drop_ring(spark, got)
+    assert not files.exists() and not share_folder.exists()
+    assert int(got.shi[::97].sum() % 1_000_003) == int(want.shi[::97].sum() % 1_000_003)   # still mapped
+    again = share(spark.sparkContext, got)
+    assert again is not bc and again is share(spark.sparkContext, got)
+    network.drop_ring(spark, got)
+    network.drop_ring(spark, got)   # twice: nothing more
 
 
 def _small_batches() -> dict:

@@ -170,8 +170,8 @@ def _write(obj: Any, key: str, local: bool) -> tuple[Path, _Frozen | _Mapped]:
 def share(sc: SparkContext, obj: T) -> Broadcast:
     """Broadcast an array, or a dataclass whose large NumPy arrays (its own, or those of dataclass
     fields), so that the arrays reach every worker as read-only memory-mapped files, one copy per
-    executor. An object with a `token` (a ring) is shared once per SparkContext. The broadcast's
-    value is the object in the workers; on the driver, use the object itself."""
+    executor. An object with a `token` (a ring) is shared once per SparkContext, until `forget`. The
+    broadcast's value is the object in the workers; on the driver, use the object itself."""
     token = getattr(obj, "token", None)
     if token is not None and (id(sc), token) in _SHARED:
         return _SHARED[(id(sc), token)]
@@ -185,23 +185,40 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     size = sum(p.stat().st_size for p in folder.iterdir())
     _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")
     bc = sc.broadcast(_Shared(key, frozen))
-    if token is not None:         # reused: never released
+    if token is not None:         # reused until `forget`
+        bc._scribe_kept = (folder, local)
         _SHARED[(id(sc), token)] = bc
         return bc
     bc._scribe_share = (folder, local)   # for `release`
     return bc
 
 
+def forget(sc: SparkContext, obj: Any) -> None:
+    """Free the share of an object with a token (a ring) once no task will read it again, as `release`
+    frees the others; sharing the object again writes it anew. Does nothing if it has no share."""
+    bc = _SHARED.pop((id(sc), getattr(obj, "token", None)), None)
+    if bc is not None:
+        bc._scribe_share = bc.__dict__.pop("_scribe_kept")
+        release(bc)
+
+
+def remove_folder(folder: Path) -> None:
+    """Remove one of the driver's folders (`new_folder`) before the process ends."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if folder in _FOLDERS:
+        _FOLDERS.remove(folder)
+
+
 def release(bc: Broadcast) -> None:
     """Free a share (made without a token) once no task will read it again: every frame computed from
     it materialized, none to be recomputed. Its broadcast is destroyed, and on a local master its files
     removed; on a cluster they stay until the driver ends, as Spark keeps offering every added file to
-    the executors that have not fetched it. Releasing twice, or what is not a share, does nothing."""
+    the executors that have not fetched it. Releasing twice, or what is not a share (or a share made
+    by token, which `forget` frees), does nothing."""
     folder, local = getattr(bc, "_scribe_share", (None, False))
     if folder is None:
         return
     del bc._scribe_share
     bc.destroy()
     if local:
-        shutil.rmtree(folder, ignore_errors=True)
-        _FOLDERS.remove(folder)
+        remove_folder(folder)
