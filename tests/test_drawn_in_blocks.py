@@ -10,7 +10,7 @@ from scribe_spark import ids, topology
 from scribe_spark.config import PastryFailuresParams
 from scribe_spark.spark.shared import share
 from scribe_spark.streams import stream
-from scribe_spark.workloads import network
+from scribe_spark.workloads import network, ring_files
 
 ARRAYS = ("hi", "lo", "order", "pos", "shi", "slo")
 
@@ -77,6 +77,13 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
     assert again is not bc and again is share(spark.sparkContext, got)
     network.drop_ring(spark, got)
     network.drop_ring(spark, got)   # twice: nothing more
+    held = network.rings_held(spark)   # as a job ends: the rings it made go, and only those
+    share(spark.sparkContext, got)
+    files.mkdir()
+    ring_files._FOLDERS[got.token] = files
+    assert network.rings_held(spark) == held | {got.token}
+    network.drop_rings(spark, held)
+    assert not files.exists() and network.rings_held(spark) == held
 
 
 def _small_batches() -> dict:

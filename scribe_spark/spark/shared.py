@@ -198,8 +198,24 @@ def forget(sc: SparkContext, obj: Any) -> None:
     frees the others; sharing the object again writes it anew. Does nothing if it has no share."""
     bc = _SHARED.pop((id(sc), getattr(obj, "token", None)), None)
     if bc is not None:
-        bc._scribe_share = bc.__dict__.pop("_scribe_kept")
-        release(bc)
+        _release_kept(bc)
+
+
+def _release_kept(bc: Broadcast) -> None:
+    """Release a share made by token, as `release` does the others."""
+    bc._scribe_share = bc.__dict__.pop("_scribe_kept")
+    release(bc)
+
+
+def tokens(sc: SparkContext) -> set[str]:
+    """The tokens of the objects shared by token in `sc` now."""
+    return {token for sc_id, token in _SHARED if sc_id == id(sc)}
+
+
+def forget_all(sc: SparkContext, keep: set[str]) -> None:
+    """`forget` every object shared by token in `sc` but those of the tokens `keep`."""
+    for key in [k for k in _SHARED if k[0] == id(sc) and k[1] not in keep]:
+        _release_kept(_SHARED.pop(key))
 
 
 def remove_folder(folder: Path) -> None:

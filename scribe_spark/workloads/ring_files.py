@@ -159,3 +159,9 @@ def remove(ring: Ring) -> None:
     folder = _FOLDERS.pop(ring.token, None)
     if folder is not None:
         remove_folder(folder)
+
+
+def remove_all(keep: set[str]) -> None:
+    """Remove the files of every ring sorted in Spark but those of the tokens `keep`."""
+    for token in [t for t in _FOLDERS if t not in keep]:
+        remove_folder(_FOLDERS.pop(token))
