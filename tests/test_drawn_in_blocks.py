@@ -8,9 +8,10 @@ import pytest
 
 from scribe_spark import ids, topology
 from scribe_spark.config import PastryFailuresParams
+from scribe_spark.spark import shared
 from scribe_spark.spark.shared import share
 from scribe_spark.streams import stream
-from scribe_spark.workloads import network, ring_files
+from scribe_spark.workloads import network
 
 ARRAYS = ("hi", "lo", "order", "pos", "shi", "slo")
 
@@ -77,13 +78,15 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
     assert again is not bc and again is share(spark.sparkContext, got)
     network.drop_ring(spark, got)
     network.drop_ring(spark, got)   # twice: nothing more
-    held = network.rings_held(spark)   # as a job ends: the rings it made go, and only those
-    share(spark.sparkContext, got)
+    made = shared.mark()   # as a job ends: what it made goes (the shares of a mask and a ring, the
+    mask = share(spark.sparkContext, np.zeros(100_000, bool))   # ring's files), and only that
+    ring_bc = share(spark.sparkContext, got)
     files.mkdir()
-    ring_files._FOLDERS[got.token] = files
-    assert network.rings_held(spark) == held | {got.token}
-    network.drop_rings(spark, held)
-    assert not files.exists() and network.rings_held(spark) == held
+    shared.tie(got.token, files)
+    shared.free_since(made)
+    assert not files.exists() and not hasattr(mask, "_scribe_share") and not hasattr(ring_bc, "_scribe_kept")
+    assert share(spark.sparkContext, got) is not ring_bc
+    network.drop_ring(spark, got)
 
 
 def _small_batches() -> dict:

@@ -89,6 +89,26 @@ def test_a_released_share_leaves_no_files_and_others_stay_readable(spark):
     shared.release(kept)
 
 
+def test_what_a_job_shared_is_freed_when_it_ends_and_nothing_before(spark):
+    """free_since(mark) releases the shares made after the mark, by token or not, and the folders tied
+    to them; what was shared before stays readable."""
+    from scribe_spark.spark import shared
+    before = share(spark.sparkContext, np.arange(20_000))
+    made = shared.mark()
+    mask = share(spark.sparkContext, np.ones(70_000, bool))
+    folder, _ = mask._scribe_share
+    token = SimpleNamespace(token="t-" + folder.name, a=np.arange(20_000))
+    kept = share(spark.sparkContext, token)
+    tied = shared.new_folder("tied")
+    shared.tie(token.token, tied)
+    shared.free_since(made)
+    assert not folder.exists() and not tied.exists() and not hasattr(kept, "_scribe_kept")
+    assert share(spark.sparkContext, token) is not kept   # shared anew
+    assert _seen(spark, before, lambda a: int(a.sum())) == repr(int(np.arange(20_000).sum()))
+    shared.free_since(made)
+    shared.release(before)
+
+
 def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path):
     import errno
 

@@ -190,12 +190,13 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
     run.log(f"writing to {tmp}; if this run stops, continue it with: {hint(p)}")
     from scribe_spark import report  # matplotlib: not for the pre-start check
     experiment = p.job.load()
-    held = _rings_held()
+    from scribe_spark.spark import shared
+    made = shared.mark()
     outcome = experiment.simulate(p.params, run)
     report.write_tables(outcome, p.job.outputs, tmp)
     with report.vector_copies(p.pdf):
         experiment.report(outcome, p.params, run)
-    _drop_rings(held)
+    shared.free_since(made)   # the job's rings, masks and tables: nothing reads them again
     with endings.signals_held():   # the run is complete: a stop now must not undo its publishing
         removed = folder.finish(tmp, p.final, name)
     for stale in removed:
@@ -203,26 +204,6 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
     run.log(f"done: outputs in {p.final}")
     for f in sorted(p.final.iterdir()):
         print(f"  {f}")
-
-
-def _rings_held() -> set[str] | None:
-    """The rings this driver holds before a job (None: Spark is not running)."""
-    from pyspark.sql import SparkSession
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        return None
-    from scribe_spark.workloads import network
-    return network.rings_held(spark)
-
-
-def _drop_rings(held: set[str] | None) -> None:
-    """Free the rings the job made: nothing reads them again, and the next job of a tour in this driver
-    draws its own."""
-    from pyspark.sql import SparkSession
-    spark = SparkSession.getActiveSession()
-    if spark is not None:
-        from scribe_spark.workloads import network
-        network.drop_rings(spark, held or set())
 
 
 def _end(name: str, p: Plan, tmp: Path | None, e: BaseException) -> int:

@@ -33,6 +33,9 @@ SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broa
 _FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
 _OPENED: dict[str, Any] = {}  # a worker's mapped objects, by share key
 _SHARED: dict[tuple[int, str], Broadcast] = {}   # the driver's shares of objects with a token, reused
+_LIVE: dict[int, Broadcast] = {}   # the driver's other shares not yet released, by serial
+_TIED: dict[str, tuple[int, Path]] = {}   # folders that go with a token's share (`tie`): serial, folder
+_serial = 0                   # of the last share or tie made (`mark`)
 PREFIX = "scribe-shared-"     # then the driver's pid: a folder whose process is gone is swept
 
 T = TypeVar("T")
@@ -185,20 +188,43 @@ def share(sc: SparkContext, obj: T) -> Broadcast:
     size = sum(p.stat().st_size for p in folder.iterdir())
     _log.debug(f"shared {type(obj).__name__}: {size / 2**20:.1f} MiB in {folder}")
     bc = sc.broadcast(_Shared(key, frozen))
+    bc._scribe_serial = _next()
     if token is not None:         # reused until `forget`
         bc._scribe_kept = (folder, local)
         _SHARED[(id(sc), token)] = bc
         return bc
     bc._scribe_share = (folder, local)   # for `release`
+    _LIVE[bc._scribe_serial] = bc
     return bc
 
 
+def _next() -> int:
+    """A new serial number."""
+    global _serial
+    _serial += 1
+    return _serial
+
+
+def mark() -> int:
+    """A mark of what is shared now: `free_since` frees only what comes after it."""
+    return _serial
+
+
+def tie(token: str, folder: Path) -> None:
+    """Remove `folder` (one of `new_folder`'s) when the share of the object with `token` is forgotten."""
+    _TIED[token] = (_next(), folder)
+
+
 def forget(sc: SparkContext, obj: Any) -> None:
-    """Free the share of an object with a token (a ring) once no task will read it again, as `release`
-    frees the others; sharing the object again writes it anew. Does nothing if it has no share."""
-    bc = _SHARED.pop((id(sc), getattr(obj, "token", None)), None)
+    """Free the share of an object with a token (a ring), and the folders tied to it, once no task will
+    read it again, as `release` frees the others; sharing the object again writes it anew. Does nothing
+    if it has no share."""
+    token = getattr(obj, "token", None)
+    bc = _SHARED.pop((id(sc), token), None)
     if bc is not None:
         _release_kept(bc)
+    if token in _TIED:
+        remove_folder(_TIED.pop(token)[1])
 
 
 def _release_kept(bc: Broadcast) -> None:
@@ -207,15 +233,15 @@ def _release_kept(bc: Broadcast) -> None:
     release(bc)
 
 
-def tokens(sc: SparkContext) -> set[str]:
-    """The tokens of the objects shared by token in `sc` now."""
-    return {token for sc_id, token in _SHARED if sc_id == id(sc)}
-
-
-def forget_all(sc: SparkContext, keep: set[str]) -> None:
-    """`forget` every object shared by token in `sc` but those of the tokens `keep`."""
-    for key in [k for k in _SHARED if k[0] == id(sc) and k[1] not in keep]:
+def free_since(since: int) -> None:
+    """Free every share and tied folder made after the mark `since` (a job's, once the job has ended:
+    nothing reads them again, and the next job in the same driver makes its own)."""
+    for key in [k for k, bc in _SHARED.items() if bc._scribe_serial > since]:
         _release_kept(_SHARED.pop(key))
+    for serial in [k for k in _LIVE if k > since]:
+        release(_LIVE[serial])
+    for token in [t for t, (serial, _) in _TIED.items() if serial > since]:
+        remove_folder(_TIED.pop(token)[1])
 
 
 def remove_folder(folder: Path) -> None:
@@ -235,6 +261,7 @@ def release(bc: Broadcast) -> None:
     if folder is None:
         return
     del bc._scribe_share
+    _LIVE.pop(bc._scribe_serial, None)
     bc.destroy()
     if local:
         remove_folder(folder)

@@ -79,25 +79,7 @@ def drop_ring(spark, ring: Ring) -> None:
     """Free what a ring holds beyond the driver's object once no task reads it again: its share (the
     files stay until the driver ends on a cluster, see `shared.release`) and a Spark-sorted ring's files."""
     from scribe_spark.spark import shared
-    from scribe_spark.workloads import ring_files
     shared.forget(spark.sparkContext, ring)
-    ring_files.remove(ring)
-
-
-def rings_held(spark) -> set[str]:
-    """The tokens of the rings shared or kept in files now (for `drop_rings`)."""
-    from scribe_spark.spark import shared
-    from scribe_spark.workloads import ring_files
-    return shared.tokens(spark.sparkContext) | set(ring_files._FOLDERS)
-
-
-def drop_rings(spark, keep: set[str]) -> None:
-    """`drop_ring` every ring but those of the tokens `keep` (`rings_held` before a job: what the job
-    made goes when it ends, and rings that other code of the same driver holds stay)."""
-    from scribe_spark.spark import shared
-    from scribe_spark.workloads import ring_files
-    shared.forget_all(spark.sparkContext, keep)
-    ring_files.remove_all(keep)
 
 
 def shared_network(p, seed: int):

@@ -22,14 +22,13 @@ from pyspark.sql import types as T
 from scribe_spark import ids
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.spark.arrow import partition_batches
-from scribe_spark.spark.shared import new_folder, remove_folder
+from scribe_spark.spark.shared import new_folder, tie
 from scribe_spark.workloads import network
 
 _log = logging.getLogger(__name__)
 
 SIGN = np.uint64(1 << 63)   # flips an unsigned 64-bit id half into a signed long of the same order
 COORDS = {"plane": 2, "sphere": 3}
-_FOLDERS: dict[str, Path] = {}   # each ring's files, by its token, until `remove`
 
 
 def _schema(model: str) -> T.StructType:
@@ -149,19 +148,5 @@ def spark_ring(spark: SparkSession, n: int, p, seed: int, routers, matrix, size:
     if prox.site is not None:   # grouped here, so that the ring does not group them in memory
         prox.by_site(out=_file(folder / "members.npy", np.int32, (n,)))
     ring = Ring.presorted(by_node["hi"], by_node["lo"], p.b, p.leaf_set, p.neighborhood, prox, **ranked)
-    _FOLDERS[ring.token] = folder
+    tie(ring.token, folder)   # its files go when its share is forgotten
     return ring
-
-
-def remove(ring: Ring) -> None:
-    """Remove the files of a ring sorted in Spark (its maps on the driver stay readable until dropped);
-    nothing for a ring the driver drew."""
-    folder = _FOLDERS.pop(ring.token, None)
-    if folder is not None:
-        remove_folder(folder)
-
-
-def remove_all(keep: set[str]) -> None:
-    """Remove the files of every ring sorted in Spark but those of the tokens `keep`."""
-    for token in [t for t in _FOLDERS if t not in keep]:
-        remove_folder(_FOLDERS.pop(token))
