@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")   # pyspark.testing imports pandas-on-Spark
 # every JVM the suite starts (its own Spark, the jobs and clusters its tests launch) compiles with the
 # quick compiler only: small runs are mostly start-up and planning, which the optimizing compiler
-# slows down (test_cluster + test_resume: about 38% less CPU); results do not depend on it
+# slows down (test_cluster and a kill -9 resume test: about 38% less CPU); results do not depend on it
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 from tests.helpers import ROOT, start_other_layout  # noqa: E402

@@ -78,8 +78,9 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
     assert again is not bc and again is share(spark.sparkContext, got)
     network.drop_ring(spark, got)
     network.drop_ring(spark, got)   # twice: nothing more
-    made = shared.mark()   # as a job ends: what it made goes (the shares of a mask and a ring, the
-    mask = share(spark.sparkContext, np.zeros(100_000, bool))   # ring's files), and only that
+    # as a job ends: what it made goes (the shares of a mask and of the ring, the ring's files)
+    made = shared.mark()
+    mask = share(spark.sparkContext, np.zeros(100_000, bool))
     ring_bc = share(spark.sparkContext, got)
     files.mkdir()
     shared.tie(got.token, files)

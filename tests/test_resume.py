@@ -1,7 +1,9 @@
 """--resume where no run is unfinished, and the code a resumed run names (test_stops resumes real runs)."""
+import pytest
+
 from scribe_spark import cli
 from scribe_spark.cli import folder
-from tests.helpers import ROOT
+from tests.helpers import ROOT, tables
 
 
 def simulate(params, run):
@@ -68,3 +70,28 @@ def test_the_earlier_code_is_named_only_when_the_unfinished_run_kept_points(tmp_
         assert cli.main("pastry_hops", [*conf, "--out", str(out), "--resume"]) == 0
         saved = (out / "pastry_hops" / "params.toml").read_text()
         assert ("# code before a --resume: scribe-spark 0.0, git old\n" in saved) == (points > 0)
+
+
+@pytest.mark.slow
+def test_a_stopped_pastry_hops_sweep_resumes_to_the_tables_of_one_run(tiny, tmp_path, monkeypatch, capsys):
+    """Stopped after the first size's points, the sweep takes them from the unfinished run (drawing no
+    ring for that size) and computes the rest: the tables equal an uninterrupted run's, byte for byte."""
+    from scribe_spark.experiments.run import Run
+    args = ["--conf", str(ROOT / "conf/tiny/pastry_hops.toml"), "--out", str(tmp_path)]
+    point, made = Run.point, []
+
+    def stop_after_three(self, key, compute):
+        if len(made) == 3:
+            raise KeyboardInterrupt   # as Ctrl-C would, once the first size's three points are saved
+        made.append(key)
+        return point(self, key, compute)
+    monkeypatch.setattr(Run, "point", stop_after_three)
+    assert cli.main("pastry_hops", args) == 130
+    assert made == ["nodes=300 mode=proximity", "nodes=300 mode=random", "nodes=300 ring"]
+    monkeypatch.setattr(Run, "point", point)
+    (unfinished,) = tmp_path.glob(".pastry_hops.tmp-*")
+    unfinished.rename(tmp_path / ".pastry_hops.tmp-999999998")   # as another process's, gone
+    capsys.readouterr()
+    assert cli.main("pastry_hops", [*args, "--resume"]) == 0
+    assert capsys.readouterr().out.count("taken from the interrupted run") == 3
+    assert tables(tmp_path / "pastry_hops") == tables(tiny("pastry_hops"))

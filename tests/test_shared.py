@@ -97,16 +97,31 @@ def test_what_a_job_shared_is_freed_when_it_ends_and_nothing_before(spark):
     made = shared.mark()
     mask = share(spark.sparkContext, np.ones(70_000, bool))
     folder, _ = mask._scribe_share
-    token = SimpleNamespace(token="t-" + folder.name, a=np.arange(20_000))
-    kept = share(spark.sparkContext, token)
+    ringlike = SimpleNamespace(token="t-" + folder.name, a=np.arange(20_000))
+    kept = share(spark.sparkContext, ringlike)
     tied = shared.new_folder("tied")
-    shared.tie(token.token, tied)
+    shared.tie(ringlike.token, tied)
     shared.free_since(made)
     assert not folder.exists() and not tied.exists() and not hasattr(kept, "_scribe_kept")
-    assert share(spark.sparkContext, token) is not kept   # shared anew
+    assert share(spark.sparkContext, ringlike) is not kept   # shared anew
+
     assert _seen(spark, before, lambda a: int(a.sum())) == repr(int(np.arange(20_000).sum()))
     shared.free_since(made)
     shared.release(before)
+
+
+def test_a_worker_lets_go_of_removed_files_when_it_next_opens_a_share(tmp_path, monkeypatch):
+    """Released files stay on disk while a map holds them: the worker's cache drops such maps."""
+    from scribe_spark.spark import shared
+    monkeypatch.setattr(shared, "_OPENED", {})
+    monkeypatch.setattr(shared, "_LOCAL_FILES", {})
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, np.arange(10))
+    np.save(b, np.arange(5))
+    assert int(shared._thaw("a", shared._Mapped(str(a))).sum()) == 45
+    a.unlink()   # released
+    assert int(shared._thaw("b", shared._Mapped(str(b))).sum()) == 10
+    assert list(shared._OPENED) == ["b"] and shared._LOCAL_FILES == {"b": [str(b)]}
 
 
 def test_a_full_disk_while_sharing_ends_naming_the_folder(monkeypatch, tmp_path):

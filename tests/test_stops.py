@@ -109,6 +109,7 @@ def test_a_killed_sweep_keeps_its_points_refuses_other_parameters_and_resumes_al
     deadline = time.time() + 60
     while any(folder.alive(d) for d in out.glob(f".{JOB}.tmp-*")) and time.time() < deadline:
         time.sleep(0.2)   # the orphaned Python driver takes a moment to die
+    assert first.returncode == -signal.SIGKILL and not any(folder.alive(d) for d in out.glob(f".{JOB}.tmp-*"))
     assert "WARNING: Using incubator modules" not in first.stdout + first.stderr
     again = shlex.join(["./run.sh", *TINY, "--out", str(out), "--resume"])
     assert f"continue it with: {again}" in first.stdout

@@ -196,7 +196,10 @@ def _run(p: Plan, tmp: Path, continued: Path | None) -> None:
     report.write_tables(outcome, p.job.outputs, tmp)
     with report.vector_copies(p.pdf):
         experiment.report(outcome, p.params, run)
-    shared.free_since(made)   # the job's rings, masks and tables: nothing reads them again
+    try:   # the job's rings, masks and tables: nothing reads them again
+        shared.free_since(made)
+    except Exception as e:   # housekeeping: the run is complete whether or not its shares are freed
+        run.log(f"could not free what the run shared ({e}); its files go when the process ends")
     with endings.signals_held():   # the run is complete: a stop now must not undo its publishing
         removed = folder.finish(tmp, p.final, name)
     for stale in removed:

@@ -30,8 +30,9 @@ from scribe_spark import sizes
 _log = logging.getLogger(__name__)
 
 SHARED_MIN_BYTES = 1 << 16     # arrays smaller than this travel inside the broadcast stub
-_FOLDERS: list[Path] = []     # the driver's folders, removed when the process ends
+_FOLDERS: list[Path] = []     # the driver's folders, removed when released or the process ends
 _OPENED: dict[str, Any] = {}  # a worker's mapped objects, by share key
+_LOCAL_FILES: dict[str, list[str]] = {}   # the driver's files each of them maps, on a local master
 _SHARED: dict[tuple[int, str], Broadcast] = {}   # the driver's shares of objects with a token, reused
 _LIVE: dict[int, Broadcast] = {}   # the driver's other shares not yet released, by serial
 _TIED: dict[str, tuple[int, Path]] = {}   # folders that go with a token's share (`tie`): serial, folder
@@ -117,10 +118,21 @@ def _rebuild(frozen: _Frozen | _Mapped) -> Any:
 def _thaw(key: str, frozen: _Frozen | _Mapped) -> Any:
     """Unpickling a shared object in a worker: map its arrays once per process."""
     if key not in _OPENED:
+        for gone in [k for k, files in _LOCAL_FILES.items() if not all(os.path.exists(f) for f in files)]:
+            del _OPENED[gone], _LOCAL_FILES[gone]   # released: unmapped, so that their disk space returns
         if len(_OPENED) > 16:     # a run shares a few objects at a time; maps are cheap to reopen
             _OPENED.clear()
+            _LOCAL_FILES.clear()
         _OPENED[key] = _rebuild(frozen)
+        _LOCAL_FILES[key] = [f for f in _files(frozen) if os.path.isabs(f)]
     return _OPENED[key]
+
+
+def _files(frozen: _Frozen | _Mapped) -> list[str]:
+    """The files a frozen object's arrays are mapped from."""
+    if isinstance(frozen, _Mapped):
+        return [frozen.file]
+    return [f for v in frozen.values.values() if isinstance(v, (_Frozen, _Mapped)) for f in _files(v)]
 
 
 class _Shared:
@@ -173,8 +185,9 @@ def _write(obj: Any, key: str, local: bool) -> tuple[Path, _Frozen | _Mapped]:
 def share(sc: SparkContext, obj: T) -> Broadcast:
     """Broadcast an array, or a dataclass whose large NumPy arrays (its own, or those of dataclass
     fields), so that the arrays reach every worker as read-only memory-mapped files, one copy per
-    executor. An object with a `token` (a ring) is shared once per SparkContext, until `forget`. The
-    broadcast's value is the object in the workers; on the driver, use the object itself."""
+    executor. An object with a `token` (a ring) is shared once per SparkContext, until `forget` or
+    `free_since`. The broadcast's value is the object in the workers; on the driver, use the object
+    itself."""
     token = getattr(obj, "token", None)
     if token is not None and (id(sc), token) in _SHARED:
         return _SHARED[(id(sc), token)]
@@ -254,9 +267,9 @@ def remove_folder(folder: Path) -> None:
 def release(bc: Broadcast) -> None:
     """Free a share (made without a token) once no task will read it again: every frame computed from
     it materialized, none to be recomputed. Its broadcast is destroyed, and on a local master its files
-    removed; on a cluster they stay until the driver ends, as Spark keeps offering every added file to
-    the executors that have not fetched it. Releasing twice, or what is not a share (or a share made
-    by token, which `forget` frees), does nothing."""
+    removed (each worker unmaps them when it next opens a share); on a cluster they stay until the driver
+    ends, as Spark keeps offering every added file to the executors that have not fetched it. Releasing
+    twice, or what is not a share (or a share made by token, which `forget` frees), does nothing."""
     folder, local = getattr(bc, "_scribe_share", (None, False))
     if folder is None:
         return
