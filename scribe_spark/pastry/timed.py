@@ -583,8 +583,7 @@ class _Node:
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
         self.fills: dict[int, int] = {}       # slot -> the node a table repair put there
-        self.dead: list[int] = []
-        self.known_dead: set[int] = set()
+        self.dead: dict[int, None] = {}       # the nodes it declared failed, in the order it did
         self.asking: dict[int, int] = {}      # slot -> the node asked for it now
         self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
         # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
@@ -624,7 +623,7 @@ class _Node:
 
     def _merge(self, z: int, members: list[int]) -> bool:
         """z's leaf set arrived: keep the L/2 nearest of each side among all known live candidates."""
-        cands = (set(self.pred).union(self.succ, members) | {z}) - {self.x} - self.known_dead
+        cands = (set(self.pred).union(self.succ, members) | {z}) - {self.x} - self.dead.keys()
         smaller, larger = leaf_sides(self.ring, self.x, list(cands))
         self.pred, self.succ = smaller[:self.half], larger[:self.half]
         self._log("repaired", z, -1)
@@ -633,10 +632,9 @@ class _Node:
     def _declare(self, y: int, by_lookup: bool = False) -> bool:
         """Declare y failed: drop it, repair its leaf-set side, and its table entry if a lookup found it dead
         (False: known already)."""
-        if y in self.known_dead:
+        if y in self.dead:
             return False
-        self.dead.append(y)
-        self.known_dead.add(y)
+        self.dead[y] = None
         side = self.pred if y in self.pred else self.succ if y in self.succ else None
         self._log("detected", y, -1)
         if side is not None:
@@ -666,7 +664,7 @@ class _Node:
     def _entry(self, s: int) -> int:
         """The table entry at slot s now (-1: empty or known dead)."""
         e = self.fills.get(s, self.table[s] if s < len(self.table) else -1)
-        return -1 if e in self.known_dead else e
+        return -1 if e in self.dead else e
 
     def _ask(self, s: int) -> None:
         """Ask the nearest entry not yet asked, of slot s's row or of the first row after it with one."""
@@ -714,7 +712,7 @@ class _Node:
         if self.asking.get(s) != w:
             return False
         del self.asking[s]
-        if e >= 0 and e != self.x and e not in self.known_dead and self._entry(s) == -1:
+        if e >= 0 and e != self.x and e not in self.dead and self._entry(s) == -1:
             self.fills[s] = e
             self.asked.pop(s, None)
             self._log("table_repaired", s, e)
