@@ -71,13 +71,13 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
     files = Path(got.hi.filename).parent
     share_folder, local = bc._scribe_kept
     assert local and share_folder.is_dir()
-    network.drop_ring(spark, got)
+    shared.forget(spark.sparkContext, got)
     assert not files.exists() and not share_folder.exists()
     assert int(got.shi[::97].sum() % 1_000_003) == int(want.shi[::97].sum() % 1_000_003)   # still mapped
     again = share(spark.sparkContext, got)
     assert again is not bc and again is share(spark.sparkContext, got)
-    network.drop_ring(spark, got)
-    network.drop_ring(spark, got)   # twice: nothing more
+    shared.forget(spark.sparkContext, got)
+    shared.forget(spark.sparkContext, got)   # twice: nothing more
     # as a job ends: what it made goes (the shares of a mask and of the ring, the ring's files)
     made = shared.mark()
     mask = share(spark.sparkContext, np.zeros(100_000, bool))
@@ -87,7 +87,7 @@ def test_a_ring_drawn_and_sorted_in_spark_is_the_drivers_mapped_from_files(spark
     shared.free_since(made)
     assert not files.exists() and not hasattr(mask, "_scribe_share") and not hasattr(ring_bc, "_scribe_kept")
     assert share(spark.sparkContext, got) is not ring_bc
-    network.drop_ring(spark, got)
+    shared.forget(spark.sparkContext, got)
 
 
 def _small_batches() -> dict:

@@ -22,8 +22,9 @@ from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.spark import arrow
 from scribe_spark.spark.session import spark_session
+from scribe_spark.spark.shared import forget
 from scribe_spark.streams import Purpose
-from scribe_spark.workloads.network import drop_ring, make_ring, shared_network
+from scribe_spark.workloads.network import make_ring, shared_network
 
 MODES = ("proximity", "random")
 
@@ -42,7 +43,7 @@ def simulate(p: PastryHopsParams, run: Run) -> Outcome:
         if p.save_routes:
             node_files.append(run.point(f"nodes={n} ring", lambda: _nodes_file(run, ring(), n)))
         if ring.cache_info().currsize:   # no task reads this size's ring again: its files go now
-            drop_ring(spark, ring())
+            forget(spark.sparkContext, ring())
     if p.save_routes:
         files = [pq.ParquetFile(run.saved_file(f)) for f in node_files]
         arrow.write_parquet(run.path("nodes.parquet"),

@@ -75,13 +75,6 @@ def make_ring(n: int, p, seed: int, routers: topology.TransitStub | None = None,
     return Ring(hi, lo, p.b, p.leaf_set, p.neighborhood, proximity(p.proximity, where, routers, matrix))
 
 
-def drop_ring(spark, ring: Ring) -> None:
-    """Free what a ring holds beyond the driver's object once no task reads it again: its share (the
-    files stay until the driver ends on a cluster, see `shared.release`) and a Spark-sorted ring's files."""
-    from scribe_spark.spark import shared
-    shared.forget(spark.sparkContext, ring)
-
-
 def shared_network(p, seed: int):
     """Return (router graph, latency matrix) for the configured model; None where unused."""
     if p.proximity == "transit-stub":
