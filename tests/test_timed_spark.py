@@ -176,7 +176,7 @@ def test_probes_are_binned_the_same_a_few_rows_at_a_time(monkeypatch):
     the closed form's single bin."""
     ring = small_ring(60, leaf=8)
     tm = timed.Timers(1000.0, 1000.0, 500.0, 1.0, 20_000.0)
-    crash = timed.Crashes.of({3: 2500.0, 17: 7000.0})
+    crash = timed.Downs.of({3: 2500.0, 17: 7000.0})
     members = timed.kernels.leaf_sets(ring, np.arange(60))
     df = pd.DataFrame({"x": np.repeat(np.arange(60), 8), "y": np.concatenate(members),
                        "t_from": -np.inf, "t_to": np.inf})
@@ -245,7 +245,7 @@ def test_a_node_with_books_answers_its_table_requests_as_the_next_pass_would():
     e = next(int(v) for v in np.flatnonzero(slot == s) if v != y)
     tm = timed.Timers(keepalive_ms=3000.0, failure_timeout_ms=500.0, rto_ms=500.0, proc_ms=0.1,
                       lookup_timeout_ms=10_000.0)
-    crash = timed.Crashes.of({first: 5.0})   # dead when asked
+    crash = timed.Downs.of({first: 5.0})   # dead when asked
     wire = timed._Wire(ring, crash, tm, until)
     rt = (-np.inf, 0, -np.inf, 0, 0, timed.RT, -1, table)
     found = (10.0, timed.TIMER, 9.5, timed.BY_HANDLER, timed.AFTER_HANDLER, timed.LOOKUP, y, [])

@@ -257,7 +257,7 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
               rep: pd.DataFrame) -> dict:
     """A sweep point over the whole run: lookups, maintenance per node and second, crash delays."""
     whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
-    end = timed.Crashes.of(gone.times).at(np.arange(ring.n))
+    end = timed.Downs.of(gone.times).down_at(np.arange(ring.n))
     alive_s = np.minimum(end, 1000.0 * p.duration_s).sum() / 1000.0
     sent = float(got.maintenance[list(timed.MAINTENANCE)].to_numpy().sum())
     crashed = rep[~rep.graceful]

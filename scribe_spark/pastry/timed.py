@@ -181,24 +181,53 @@ class Timers:
 
 
 @dataclass(frozen=True)
-class Crashes:
-    """The nodes that crash and when: a table of the crashing nodes only, for every task to read."""
+class Downs:
+    """When nodes go down (crash or leave) and come back, if they do: at most one down interval [down, up)
+    per node, in a table of those nodes only, for every task to read."""
 
     nodes: np.ndarray   # sorted
-    times: np.ndarray
+    down: np.ndarray
+    up: np.ndarray      # inf: never back
 
     @classmethod
-    def of(cls, crashes: dict[int, float]) -> "Crashes":
-        """From {node: crash time}."""
-        nodes = np.array(sorted(crashes), dtype=np.int64)
-        return cls(nodes, np.array([float(crashes[v]) for v in nodes], dtype=np.float64))
+    def of(cls, downs: dict[int, float], ups: dict[int, float] | None = None) -> "Downs":
+        """From {node: time it goes down} and {node: time it comes back, later} (of nodes in downs)."""
+        ups = ups or {}
+        if any(v not in downs or not float(t) > downs[v] for v, t in ups.items()):
+            raise ValueError("a node comes back only after it went down")
+        nodes = np.array(sorted(downs), dtype=np.int64)
+        return cls(nodes, np.array([float(downs[v]) for v in nodes], dtype=np.float64),
+                   np.array([float(ups.get(v, math.inf)) for v in nodes], dtype=np.float64))
 
-    def at(self, nodes: np.ndarray) -> np.ndarray:
-        """Each node's crash time (inf for a node that never crashes)."""
+    def _of(self, values: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Each node's value in `values` (inf for a node that never goes down)."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        i = np.minimum(np.searchsorted(self.nodes, nodes), max(len(self.nodes) - 1, 0))
-        hit = (self.nodes[i] == nodes) if len(self.nodes) else np.zeros(len(nodes), bool)
-        return np.where(hit, self.times[i] if len(self.nodes) else np.inf, np.inf)
+        if not len(self.nodes):
+            return np.full(len(nodes), np.inf)
+        i = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
+        return np.where(self.nodes[i] == nodes, values[i], np.inf)
+
+    def down_at(self, nodes: np.ndarray) -> np.ndarray:
+        """When each node goes down (inf: never)."""
+        return self._of(self.down, nodes)
+
+    def up_at(self, nodes: np.ndarray) -> np.ndarray:
+        """When each node comes back (inf: never, or never down)."""
+        return self._of(self.up, nodes)
+
+    def is_down(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Whether each node is down at its time: gone at or before it, and not back by then."""
+        t = np.asarray(t, np.float64)
+        return (self.down_at(nodes) <= t) & (t < self.up_at(nodes))
+
+    def life(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Each node's incarnation at its time: 0, or 1 once it came back."""
+        return (self.up_at(nodes) <= np.asarray(t, np.float64)).astype(np.int32)
+
+    def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
+        """When a node that is up at t_from next goes down (inf: not again)."""
+        down = self.down_at(nodes)
+        return np.where(np.asarray(t_from, np.float64) < down, down, np.inf)
 
 
 def keepalive_phase(nodes: np.ndarray, seed: int, keepalive_ms: float) -> np.ndarray:
@@ -228,8 +257,8 @@ class _Context:
     """What every pass reads: the overlay, the shared tables and the run's bounds."""
 
     overlay: Overlay
-    crashes: Crashes         # the departures, on the driver
-    crash_bc: Broadcast      # the same, for the tasks
+    downs: Downs             # the departures (and returns), on the driver
+    downs_bc: Broadcast      # the same, for the tasks
     crashed: DataFrame       # node, crash: the nodes that crash or leave, and when
     leavers: DataFrame       # y, t: the nodes that leave gracefully, and when
     timers: Timers
@@ -267,12 +296,12 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
         raise ValueError("a node either crashes or leaves")
     if bin_ms is not None and not 0 < bin_ms < math.inf:
         raise ValueError(f"bin_ms must be positive and finite (got {bin_ms})")
-    table = Crashes.of({**crashes, **leaves})
-    crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.times}),
+    table = Downs.of({**crashes, **leaves})
+    crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.down}),
                           "node long, crash double").localCheckpoint()
-    left = Crashes.of(leaves)
-    leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.times}), "y long, t double")
-    ctx = _Context(overlay=overlay, crashes=table, crash_bc=share(spark.sparkContext, table), crashed=crashed,
+    left = Downs.of(leaves)
+    leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.down}), "y long, t double")
+    ctx = _Context(overlay=overlay, downs=table, downs_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound)
@@ -294,7 +323,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     finally:   # a sweep runs many in one session: nothing of this run stays cached
         for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start):
             bsp.release(frame)
-        release(ctx.crash_bc)   # the results are pandas frames by now: no task reads it again
+        release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
 
 
 def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
@@ -475,12 +504,12 @@ def _empty(spark, schema: T.StructType) -> DataFrame:
 
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
-    ring_bc, crash_bc, until, tm = ctx.ring_bc, ctx.crash_bc, ctx.until, ctx.timers
+    ring_bc, downs_bc, until, tm = ctx.ring_bc, ctx.downs_bc, ctx.until, ctx.timers
     parts = events.sparkSession.sparkContext.defaultParallelism
     schema = to_arrow_schema(LOG_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, crash, held = ring_bc.value, crash_bc.value, None
+        ring, downs, held = ring_bc.value, downs_bc.value, None
         for batch in batches:   # a node's rows are contiguous, maybe cut between two batches
             batch = batch if held is None else pa.concat_batches([held, batch])
             if not batch.num_rows:
@@ -490,9 +519,9 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
             body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
             held = batch.slice(body)
             if body:
-                yield _fold_nodes(_Wire(ring, crash, tm, until), batch.slice(0, body), schema)
+                yield _fold_nodes(_Wire(ring, downs, tm, until), batch.slice(0, body), schema)
         if held is not None and held.num_rows:
-            yield _fold_nodes(_Wire(ring, crash, tm, until), held, schema)
+            yield _fold_nodes(_Wire(ring, downs, tm, until), held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
     if tm.table_repair:   # without table repair no node reads its table: a declared entry reads as empty
         events = events.unionByName(_tables(ctx, events))
@@ -512,10 +541,10 @@ def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class _Wire:
-    """What a node's fold reads besides its events: the ring, crash times, the timers and the end."""
+    """What a node's fold reads besides its events: the ring, when nodes are down, the timers and the end."""
 
     ring: Ring
-    crash: Crashes
+    downs: Downs
     timers: Timers
     until: float
 
@@ -526,7 +555,7 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
     nodes = node[starts].astype(np.int64)
-    leaves, crashed = kernels.leaf_sets(wire.ring, nodes), wire.crash.at(nodes)
+    leaves, crashed = kernels.leaf_sets(wire.ring, nodes), wire.downs.down_at(nodes)
     members = events.column("members")   # most events carry none: sliced only where a merge reads them
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
@@ -697,7 +726,7 @@ class _Node:
         if wire is None:
             return
         t_a, t_r, replies = (float(v[0]) for v in _request_times(
-            wire.ring, wire.crash, wire.timers, wire.until, np.array([self.x], np.int64),
+            wire.ring, wire.downs, wire.timers, wire.until, np.array([self.x], np.int64),
             np.array([w], np.int64), np.array([self.t], np.float64)))
         expires = self.t + wire.timers.failure_timeout_ms
         if not (replies and t_r <= expires):
@@ -746,12 +775,12 @@ def _keepalive_events(ctx: _Context, versions: DataFrame, among: DataFrame | Non
     """The declarations keep-alives would make: per node, version and crashed member, its failing ticks
     (of the nodes `among` only, if given, and `versions` theirs)."""
     pairs = _crashed_members(ctx, versions, among)
-    ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
+    ring_bc, downs_bc, tm, seed, until = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ring, crash = ring_bc.value, crash_bc.value
+        ring, downs = ring_bc.value, downs_bc.value
         for df in frames:
-            yield _failing_ticks(ring, crash, tm, seed, until, df)
+            yield _failing_ticks(ring, downs, tm, seed, until, df)
     return pairs.mapInPandas(_, EVENT_SCHEMA)
 
 
@@ -773,14 +802,15 @@ def _crashed_members(ctx: _Context, versions: DataFrame, among: DataFrame | None
     return _members(ctx, versions, among).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
 
 
-def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float,
+def _failing_ticks(ring: Ring, downs: Downs, tm: Timers, seed: int, until: float,
                    df: pd.DataFrame) -> pd.DataFrame:
-    """The probe timeouts that find a crashed member: at most those within failure_timeout_ms of the first."""
+    """The probe timeouts that find a member down: at most those within failure_timeout_ms of the first."""
     x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
     phase = keepalive_phase(x, seed, tm.keepalive_ms)
     d = ring.prox.dist(x, y).astype(np.float64)
-    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), crash.at(x))
-    row, s = _ticks_failing(phase, tm, df.t_from.to_numpy(np.float64), end, d, crash.at(y), until)
+    t_from = df.t_from.to_numpy(np.float64)
+    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), downs.cut(x, t_from))
+    row, s = _ticks_failing(phase, tm, t_from, end, d, downs.down_at(y), downs.up_at(y), until)
     fd = tm.failure_timeout_ms
     return pd.DataFrame({"node": x[row], "t": s + fd, "prio": TIMER, "set_t": s, "set_by": BY_TICK,
                          "ord": df.j.to_numpy(np.int64)[row], "kind": PROBE, "other": y[row],
@@ -789,21 +819,23 @@ def _failing_ticks(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: flo
 
 
 def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.ndarray, d: np.ndarray,
-                   t_crash: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, its ticks in [t_from, end) whose probe reaches the member dead, up to failure_timeout_ms
-    after the first: (row, tick) pairs, by row then time.
+                   t_down: np.ndarray, t_up: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, its ticks in [t_from, end) whose probe reaches the member down (arriving in [t_down,
+    t_up)), up to failure_timeout_ms after the first: (row, tick) pairs, by row then time.
 
-    Later ones cannot matter: the first one's timeout removes the member or finds it gone.
+    Later ones cannot matter: the first one's timeout removes the member, finds it gone, or finds it heard
+    from since (a member back up tells the node after it came back, so after every later failing probe).
     """
     period, fd = tm.keepalive_ms, tm.failure_timeout_ms
     k = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
-    k = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_crash[i],
-                     np.maximum(k, (t_crash - d - tm.proc_ms - phase) / period), floor=k)
+    k = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_down[i],
+                     np.maximum(k, (t_down - d - tm.proc_ms - phase) / period), floor=k)
     first = phase + k * period
     rows, ticks, live = [], [], np.arange(len(phase))
     while len(live):
         s = phase[live] + k[live] * period
-        ok = (s < end[live]) & (s <= first[live] + fd) & (s + fd < until)
+        ok = ((s < end[live]) & (s <= first[live] + fd) & (s + fd < until)
+              & ((s + d[live]) + tm.proc_ms < t_up[live]))
         live, s = live[ok], s[ok]
         rows.append(live)
         ticks.append(s)
@@ -863,14 +895,14 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
 def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
     """Requests logged as (node, t, a, b, seq): from x = node to z = b at t, its arrival t_a, the reply's t_r,
     and whether z replies (a: what the request is about; seq: its timer's order)."""
-    ring_bc, crash_bc, tm, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until
+    ring_bc, downs_bc, tm, until = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.until
     schema = "x long, t double, seq int, a long, z long, t_a double, t_r double, replies boolean"
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ring, crash = ring_bc.value, crash_bc.value
+        ring, downs = ring_bc.value, downs_bc.value
         for df in frames:
             x, z, t = df.node.to_numpy(np.int64), df.b.to_numpy(np.int64), df.t.to_numpy(np.float64)
-            t_a, t_r, replies = _request_times(ring, crash, tm, until, x, z, t)
+            t_a, t_r, replies = _request_times(ring, downs, tm, until, x, z, t)
             yield pd.DataFrame({"x": x, "t": t, "seq": df.seq.to_numpy(np.int32),
                                 "a": df.a.to_numpy(np.int64), "z": z, "t_a": t_a, "t_r": t_r,
                                 "replies": replies})
@@ -927,13 +959,13 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     return table.unionByName(asked).distinct()
 
 
-def _request_times(ring: Ring, crash: Crashes, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
+def _request_times(ring: Ring, downs: Downs, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
                    t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Requests (leaf-set or table) from x to z sent at t: their arrival, the replies' arrival, whether z
     replies."""
     t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
     t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
-    return t_a, t_r, (crash.at(z) > t_a) & (t_a < until)
+    return t_a, t_r, ~downs.is_down(z, t_a) & (t_a < until)
 
 
 # ---------------------------------------------------------------- graceful leaves
@@ -1036,25 +1068,26 @@ def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
 
 def _route_task(ctx: _Context) -> Callable:
     """The lookup superstep's Python task: limits, then the routing rule on the state read."""
-    ring_bc, crash_bc, tm, until, cap = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.until, ctx.max_attempts
+    ring_bc, downs_bc, tm, until, cap = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.until, ctx.max_attempts
     out_schema = to_arrow_schema(STEP_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ring, crash = ring_bc.value, crash_bc.value
+        ring, downs = ring_bc.value, downs_bc.value
         for col in batch_columns(batches):
-            yield _route_batch(ring, crash, tm, until, cap, col, out_schema)
+            yield _route_batch(ring, downs, tm, until, cap, col, out_schema)
     return _
 
 
-def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int, col: dict,
+def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, col: dict,
                  schema: pa.Schema) -> pa.RecordBatch:
     """One superstep for a batch of lookups joined with their nodes' states."""
     m = pd.DataFrame({f.name: col[f.name].to_numpy(zero_copy_only=False) for f in LOOKUP_SCHEMA.fields
                       if f.name != "avoid"})
     at, t = m["at"].to_numpy(np.int64), m["t"].to_numpy(np.float64)
-    dead_now = crash.at(at) <= t
     via = m["via"].to_numpy(np.int32)
     waited = via == TIMEOUT
+    # a lookup that waited for a timeout is lost if its node went down meanwhile, even if back by now
+    dead_now = downs.is_down(at, t) | (waited & (downs.life(at, t) != downs.life(at, t - tm.rto_ms)))
     # a hop or a timeout counts when its arrival is handled: before `until`, at a live node
     timeouts = m["timeouts"].to_numpy(np.int32) + (waited & ~dead_now & (t < until))
     hops = m["hops"].to_numpy(np.int32) + ((via == HOP) & (t < until))
@@ -1075,11 +1108,11 @@ def _route_batch(ring: Ring, crash: Crashes, tm: Timers, until: float, cap: int,
     stays = np.zeros(len(m), bool)
     stays[go] = nxt[go] == at[go]
     if stays.any():
-        right = closest_alive_at(ring, crash, khi[stays], klo[stays], t[stays]) == at[stays]
+        right = closest_alive_at(ring, downs, khi[stays], klo[stays], t[stays]) == at[stays]
         outcome[stays] = np.where(right, "correct", "wrong")
     moves = np.flatnonzero((outcome == "") & ~stays)
     arrive = (t[moves] + ring.prox.dist(at[moves], nxt[moves]).astype(np.float64)) + tm.proc_ms
-    lost_hop = crash.at(nxt[moves]) <= arrive
+    lost_hop = downs.is_down(nxt[moves], arrive)
     declared = np.full(len(m), -1, np.int64)
     declared[moves[lost_hop]] = nxt[moves[lost_hop]]
     new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
@@ -1210,16 +1243,16 @@ def _padded_sides(vals: np.ndarray, offs: np.ndarray, keep: np.ndarray, npred: n
     return out
 
 
-def closest_alive_at(ring: Ring, crash: Crashes, khi, klo, t: np.ndarray) -> np.ndarray:
-    """The node numerically closest to each key among those alive at its time (crash later than t)."""
+def closest_alive_at(ring: Ring, downs: Downs, khi, klo, t: np.ndarray) -> np.ndarray:
+    """The node numerically closest to each key among those alive at its time."""
     n = ring.n
     i = ids.searchsorted(ring.shi, ring.slo, khi, klo)
     up, down = i.copy(), i - 1
     for pos, step in ((up, 1), (down, -1)):
-        todo = np.flatnonzero(crash.at(ring.order[pos % n]) <= t)
+        todo = np.flatnonzero(downs.is_down(ring.order[pos % n], t))
         while len(todo):
             pos[todo] += step
-            todo = todo[crash.at(ring.order[pos[todo] % n]) <= t[todo]]
+            todo = todo[downs.is_down(ring.order[pos[todo] % n], t[todo])]
     succ, pred = ring.order[up % n], ring.order[down % n]
     succ_wins = ids.closer(ring.hi[succ], ring.lo[succ], ring.hi[pred], ring.lo[pred], khi, klo)
     return np.where(succ_wins, succ, pred)
@@ -1260,7 +1293,7 @@ def _messages(ctx: _Context, last: bsp.Pass, asks: dict[str, pd.DataFrame]) -> t
     for kind, sent in asks.items():
         x, z = sent.node.to_numpy(np.int64), sent.asked.to_numpy(np.int64)
         t = sent.t.to_numpy(np.float64)
-        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.crashes, ctx.timers, ctx.until,
+        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.downs, ctx.timers, ctx.until,
                                              x, z, t)
         binned[f"{kind}_request"], binned[f"{kind}_reply"] = bins.count(t), bins.count(t_a[answered])
     binned["leave"] = bins.count(left)
@@ -1296,12 +1329,12 @@ class _Bins:
 
 def _probe_counts(ctx: _Context, versions: DataFrame, bins: _Bins) -> tuple[np.ndarray, np.ndarray]:
     """Probes sent and answered per bin, per (node, version, member) in closed form."""
-    ring_bc, crash_bc, tm, seed, until = ctx.ring_bc, ctx.crash_bc, ctx.timers, ctx.seed, ctx.until
+    ring_bc, downs_bc, tm, seed, until = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.seed, ctx.until
 
     def _(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ring, crash = ring_bc.value, crash_bc.value
+        ring, downs = ring_bc.value, downs_bc.value
         for df in frames:
-            probes, replies = _probes_answered(ring, crash, tm, seed, until, bins, df)
+            probes, replies = _probes_answered(ring, downs, tm, seed, until, bins, df)
             some = np.flatnonzero(probes | replies)
             yield pd.DataFrame({"bin": some, "probes": probes[some], "replies": replies[some]})
     counts = (_members(ctx, versions).mapInPandas(_, "bin long, probes long, replies long")
@@ -1310,23 +1343,33 @@ def _probe_counts(ctx: _Context, versions: DataFrame, bins: _Bins) -> tuple[np.n
     return counts.probes.to_numpy(np.int64), counts.replies.to_numpy(np.int64)
 
 
-def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: float, bins: _Bins,
+def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: float, bins: _Bins,
                      df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per bin: probes x sends to y at its ticks in [t_from, t_to) while alive, and y's replies."""
+    """Per bin: probes x sends to y at its ticks in [t_from, t_to) while up, and y's replies (to the probes
+    that reach y up, before the end)."""
     x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
     phase = keepalive_phase(x, seed, tm.keepalive_ms)
     d = ring.prox.dist(x, y).astype(np.float64)
-    cx, cy = crash.at(x), crash.at(y)
     period = tm.keepalive_ms
     t_from = df.t_from.to_numpy(np.float64)
-    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), cx)
+    end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), downs.cut(x, t_from))
     lo = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
     hi = _first_ticks(phase, period, lambda s, i: s >= end[i], _guess(end, phase, period), floor=lo)
-    limit = np.minimum(cy, until)
-    ans = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= limit[i],
-                       (limit - d - tm.proc_ms - phase) / period, floor=lo)
+
+    def reaching(rows: np.ndarray, limit: np.ndarray, floor: np.ndarray) -> np.ndarray:
+        """Per row of `rows`, the first tick from `floor` whose probe arrives at or after `limit`."""
+        p, dd = phase[rows], d[rows]
+        return _first_ticks(p, period, lambda s, i: (s + dd[i]) + tm.proc_ms >= limit[i],
+                            (limit - dd - tm.proc_ms - p) / period, floor=floor)
+    y_up = downs.up_at(y)
+    gone = reaching(np.arange(len(y)), np.minimum(downs.down_at(y), until), lo)   # answered until y goes,
+    back, stop = gone.copy(), gone.copy()                                          # and from its return
+    ret = np.flatnonzero(y_up < until)
+    back[ret] = reaching(ret, y_up[ret], gone[ret])
+    stop[ret] = reaching(ret, np.full(len(ret), until), back[ret])
     first, sent = lo.astype(np.int64), (hi - lo).astype(np.int64)
-    answered = (np.minimum(hi, ans) - lo).astype(np.int64)
+    a_end, b_end = np.minimum(hi, gone), np.minimum(hi, stop)
+    answered = ((a_end - lo) + np.maximum(b_end - back, 0)).astype(np.int64)
     if bins.n == 1:
         return np.array([sent.sum()], np.int64), np.array([answered.sum()], np.int64)
     probes, replies = np.zeros(bins.n, np.int64), np.zeros(bins.n, np.int64)
@@ -1335,7 +1378,7 @@ def _probes_answered(ring: Ring, crash: Crashes, tm: Timers, seed: int, until: f
         row = np.repeat(rows, sent[rows])
         k = first[row] + (np.arange(len(row)) - np.repeat(np.cumsum(sent[rows]) - sent[rows], sent[rows]))
         ticks = phase[row] + k * period
-        back = k - first[row] < answered[row]
+        up = (k < a_end[row]) | ((k >= back[row]) & (k < b_end[row]))
         probes += bins.count(ticks)
-        replies += bins.count((ticks[back] + d[row][back]) + tm.proc_ms)
+        replies += bins.count((ticks[up] + d[row][up]) + tm.proc_ms)
     return probes, replies
