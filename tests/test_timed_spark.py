@@ -216,7 +216,7 @@ def test_a_node_refills_a_table_entry_a_lookup_found_dead_and_only_then():
     assert not node.handle(1, 15.0, timed.TABLE, y + 1 if y + 1 != nearest else y + 2, [s, e])   # not asked
     assert node.handle(2, 20.0, timed.TABLE, nearest, [s, e])
     node.version()
-    assert node._entry(s) == e and node.rows[-1][-2:] == ([s], [e])
+    assert node._entry(s) == e and node.rows[-1][-3:] == ([s], [e], [])
 
 
 def _folded(node: timed._Node, events: list[tuple], until: float = 1e9) -> list[tuple]:
@@ -226,7 +226,7 @@ def _folded(node: timed._Node, events: list[tuple], until: float = 1e9) -> list[
         rows.append((*head, at, at + len(members)))
         flat += members
         at += len(members)
-    return timed._fold_node(node, np.inf, until, iter(rows), flat)
+    return timed._fold_node(node, until, iter(rows), flat)
 
 
 def test_a_node_with_books_answers_its_table_requests_as_the_next_pass_would():

@@ -201,7 +201,7 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
     if got.messages != ref.messages:
         differ.append("message counts")
     n = len(got.maintenance)
-    for kind in timed.MAINTENANCE:
+    for kind in (*timed.MAINTENANCE, *(k for k in timed.RECOVERY if k in got.maintenance)):
         at = np.minimum(np.asarray(ref.sent_at.get(kind, []), np.float64) // width, n - 1).astype(int)
         if got.maintenance[kind].tolist() != np.bincount(at, minlength=n).tolist():
             differ.append(f"{kind} messages per bin")

@@ -88,6 +88,12 @@ MERGE, PROBE, LEAF, LOOKUP, LEAVE = "merge", "probe", "leaf", "lookup", "leave"
 # a routing-table reply (members: slot, entry), its timeout (members: slot), a node's table before any event,
 # and an entry of a node it may ask for a slot, in force from set_t (members: slot, entry; `_books`)
 TABLE, TABLE_FAIL, RT, BOOK = "table", "table_fail", "rt", "book"
+# a node back up (its own event, before anything else at its time), another node saying it is back (members:
+# none), and the reply to its request to be taken back (members: the asked node's leaf set)
+RECOVER, WELCOME, REJOINED = "recover", "welcome", "rejoined"
+REPLIES = (MERGE, TABLE, REJOINED)   # their set_t is the asked node's time, not the asker's
+RECOVER_ORD = -2**30   # a recovery's rejoin timers: before those of any handler at the same time
+RECOVERY = ("rejoin", "rejoin_reply", "announce")   # the messages of recoveries
 TIMERS_PER_EVENT = 4   # more timers than one handler starts: a timer's order is event * this + its own
 # a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
 # failure_timeout_ms they fire together, in that order)
@@ -127,6 +133,7 @@ LOG_SCHEMA = T.StructType([
     T.StructField("dead", NODES, False),             # version: the nodes known dead
     T.StructField("fslot", T.ArrayType(T.IntegerType(), False), False),   # version: refilled table slots,
     T.StructField("fnode", NODES, False),                                 # and the node in each
+    T.StructField("forgot", NODES, False),   # version: nodes once known dead, no longer (table entries empty)
 ])
 LOOKUP_SCHEMA = T.StructType([
     T.StructField("lid", T.LongType(), False),
@@ -272,21 +279,28 @@ class _Context:
     held: list[DataFrame] = field(default_factory=list)   # the last pass's cuts, released by the next
     held_routed: list[DataFrame] = field(default_factory=list)   # the last routing's, released by the next
     passes: int = 0                              # maintenance passes run (`_maintain`), in every loop
+    recovers: DataFrame | None = None            # the recoveries as events (None: nobody comes back)
 
     @property
     def ring_bc(self) -> Broadcast:
         return self.overlay.ring_bc
 
+    @property
+    def leaf_asks(self) -> tuple[str, ...]:
+        """The log's kinds of leaf-set requests: repairs, and (with recoveries) requests sent again."""
+        return ("repair_start",) if self.recovers is None else ("repair_start", "reask")
+
 
 def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
              until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None,
-             leaves: dict[int, float] | None = None) -> TimedRun:
+             leaves: dict[int, float] | None = None, recoveries: dict[int, float] | None = None) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
     number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
     per bin of `bin_ms` (one bin for the whole run if None). `leaves` are graceful leaves {node:
-    time} of nodes that do not crash.
+    time} of nodes that do not crash; `recoveries` {node: time} bring back nodes that crashed or left
+    before then (no lookups yet in a run with recoveries).
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
@@ -296,7 +310,9 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
         raise ValueError("a node either crashes or leaves")
     if bin_ms is not None and not 0 < bin_ms < math.inf:
         raise ValueError(f"bin_ms must be positive and finite (got {bin_ms})")
-    table = Downs.of({**crashes, **leaves})
+    if recoveries and len(lookups):
+        raise ValueError("lookups in a run with recoveries are not simulated yet")
+    table = Downs.of({**crashes, **leaves}, recoveries)
     crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.down}),
                           "node long, crash double").localCheckpoint()
     left = Downs.of(leaves)
@@ -304,7 +320,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     ctx = _Context(overlay=overlay, downs=table, downs_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
-                   bin_ms=bin_ms, bound=bound)
+                   bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms))
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
@@ -321,9 +337,22 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
         ends.append(last.events)
         return _result(ctx, last, ctx.passes)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
-        for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start):
-            bsp.release(frame)
+        for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start, ctx.recovers):
+            if frame is not None:
+                bsp.release(frame)
         release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
+
+
+def _recover_frame(spark, downs: Downs, until: float) -> DataFrame | None:
+    """Each return before the end as an event at the node, before all others at its time (None: none)."""
+    back = np.flatnonzero(downs.up < until)
+    if not len(back):
+        return None
+    t = downs.up[back]
+    frame = pd.DataFrame({"node": downs.nodes[back], "t": t, "prio": 0, "set_t": t, "set_by": 0, "ord": 0,
+                          "kind": RECOVER, "other": -1, "members": pd.Series([[]] * len(back), dtype=object)})
+    table = pa.Table.from_pandas(frame, schema=to_arrow_schema(EVENT_SCHEMA), preserve_index=False)
+    return local_frame(spark, table, EVENT_SCHEMA).localCheckpoint()
 
 
 def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
@@ -376,8 +405,9 @@ def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
         log = _cut(_fold(ctx, events))
         versions = _cut(_versions(log))
         made = _union(_keepalive_events(ctx, versions),
-                      _repair_events(ctx, _logged(log, "repair_start"), versions),
-                      _leave_events(ctx, versions), _books(ctx, log, events, versions) if asks else None)
+                      _repair_events(ctx, _logged(log, *ctx.leaf_asks), versions),
+                      _leave_events(ctx, versions), _books(ctx, log, events, versions) if asks else None,
+                      *_recovery_events(ctx, log, versions))
     else:
         log, versions, made = _renewed(ctx, events, moved, asks)
     for frame in ctx.held:   # the pass before's; this pass's frames are cut already
@@ -416,14 +446,16 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
     # node, repair outcomes and books by asker and asked node, leave notices by their leaver
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
-    asked = kind.isin(MERGE, LEAF, BOOK)
+    asked = kind.isin(MERGE, LEAF, BOOK, REJOINED, WELCOME)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
-            .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of))
+            .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of)
+                    | (kind == RECOVER))
             .drop("_node_moved", "_other_moved"))
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
-                  _repair_events(ctx, _asked(log, "repair_start", moved), versions),
+                  _repair_events(ctx, _asked(log, ctx.leaf_asks, moved), versions),
                   _leave_events(ctx, versions, moved),
-                  _books(ctx, log, events, versions, moved) if asks else None)
+                  _books(ctx, log, events, versions, moved) if asks else None,
+                  *_recovery_events(ctx, log, versions, moved))
     return log, versions, made
 
 
@@ -432,14 +464,14 @@ def _union(*frames: DataFrame | None) -> DataFrame:
     return reduce(DataFrame.unionByName, [f for f in frames if f is not None])
 
 
-def _logged(log: DataFrame, kind: str) -> DataFrame:
-    """The log's rows of one kind."""
-    return log.filter(F.col("kind") == kind)
+def _logged(log: DataFrame, *kinds: str) -> DataFrame:
+    """The log's rows of these kinds."""
+    return log.filter(F.col("kind") == kinds[0] if len(kinds) == 1 else F.col("kind").isin(*kinds))
 
 
-def _asked(log: DataFrame, kind: str, moved: DataFrame) -> DataFrame:
-    """The requests of a kind that a moved node sent or was sent (node: the asker, b: the asked)."""
-    sent = _logged(log, kind)
+def _asked(log: DataFrame, kinds: tuple[str, ...], moved: DataFrame) -> DataFrame:
+    """The requests of these kinds that a moved node sent or was sent (node: the asker, b: the asked)."""
+    sent = _logged(log, *kinds)
     return _among(sent, moved, "node").unionByName(_without(_among(sent, moved, "b"), moved, "node"))
 
 
@@ -555,15 +587,15 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
     nodes = node[starts].astype(np.int64)
-    leaves, crashed = kernels.leaf_sets(wire.ring, nodes), wire.downs.down_at(nodes)
+    leaves = kernels.leaf_sets(wire.ring, nodes)
     members = events.column("members")   # most events carry none: sliced only where a merge reads them
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
     rows: list[tuple] = []
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
         node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire)
-        rows += _fold_node(node, float(crashed[g]), wire.until,
-                           zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]), flat)
+        rows += _fold_node(node, wire.until, zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]),
+                           flat)
     return _rows_batch(rows, schema)
 
 
@@ -574,8 +606,7 @@ def _rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
                                       schema=schema)
 
 
-def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tuple],
-               members: list[int]) -> list[tuple]:
+def _fold_node(node: "_Node", until: float, events: Iterator[tuple], members: list[int]) -> list[tuple]:
     """One node's events, handled one by one as a sequential run would (see the module's model); each
     event is (t, prio, set_t, set_by, ord, kind, other, a, b), its members being members[a:b], in that
     order. The first are its table (RT, if it repairs its table) and its books (BOOK), neither of which
@@ -596,7 +627,7 @@ def _fold_node(node: "_Node", t_crash: float, until: float, events: Iterator[tup
             node.table = got
             continue
         seq += 1
-        if t >= until or t_crash <= t:
+        if t >= until or node.ignores(t, set_t, kind, int(other)):
             continue
         if node.handle(seq - 1, t, kind, int(other), got):
             node.version()
@@ -612,7 +643,12 @@ class _Node:
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
         self.fills: dict[int, int] = {}       # slot -> the node a table repair put there
-        self.dead: dict[int, None] = {}       # the nodes it declared failed, in the order it did
+        self.dead: dict[int, None] = {}       # the nodes it knows dead, in the order it declared them
+        self.emptied: set[int] = set()        # every node it ever declared: its converged entries stay empty
+        self.heard: dict[int, float] = {}     # node -> when it last said it is back
+        self.told: set[int] | None = None     # once back up: the nodes it told so (asked or announced to)
+        down, up = (wire.downs.down_at([x])[0], wire.downs.up_at([x])[0]) if wire else (math.inf, math.inf)
+        self.down, self.up = float(down), float(up)
         self.asking: dict[int, int] = {}      # slot -> the node asked for it now
         self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
         # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
@@ -622,40 +658,103 @@ class _Node:
         self.rows: list[tuple] = []
         self.version()   # seq -1: before every event
 
+    def ignores(self, t: float, set_t: float, kind: str, other: int) -> bool:
+        """Whether the node lets an event pass: it is down then, or the event is the timer or reply of a
+        request it made before it went down (its life before: the reply's request left before it went
+        down, the reply being timed by the asked node's clock)."""
+        if t < self.down:
+            return False
+        if t < self.up:
+            return True
+        if kind in (RECOVER, WELCOME, LEAVE):
+            return False
+        sent = set_t
+        if kind in REPLIES:
+            sent = (set_t - float(self.ring.prox.dist([self.x], [other])[0])) - self.wire.timers.proc_ms
+        return sent < self.down
+
     def handle(self, seq: int, t: float, kind: str, other: int, members: list[int]) -> bool:
         """Handle one event; whether it changed the state others read (a new version)."""
         self.t, self.seq, self.timers = t, seq, 0
-        if kind == MERGE:
-            return self._merge(other, members)
+        if kind in (MERGE, REJOINED):
+            return self._merge(other, members, repair=kind == MERGE)
         if kind == TABLE:
             return self._table_reply(other, *members)
         if kind == TABLE_FAIL:
             return self._table_fail(other, members[0])
-        if kind == PROBE and other not in self.pred and other not in self.succ:
+        if kind == RECOVER:
+            return self._recover()
+        if kind == WELCOME:
+            return self._welcome(other)
+        if kind == PROBE and (other not in self.pred and other not in self.succ or self._heard(other)):
+            return False
+        if kind == LEAF and self._heard(other):
+            self._log("reask", -1, other, self._order())   # it is back: asked again, not declared
+            return False
+        if kind == LOOKUP and self._heard(other, by_lookup=True):
             return False
         return self._declare(other, by_lookup=self.repair and kind == LOOKUP)
+
+    def _heard(self, y: int, by_lookup: bool = False) -> bool:
+        """Whether y said it is back since the request now timing out was sent: within the failure timeout
+        (a lookup's: the retransmission timeout) before now."""
+        if y not in self.heard:
+            return False
+        timers = self.wire.timers
+        return self.heard[y] >= self.t - (timers.rto_ms if by_lookup else timers.failure_timeout_ms)
 
     def version(self) -> None:
         """Log the state now in force."""
         slots = sorted(self.fills)
         self.rows.append((self.x, "version", self.t, -1, -1, self.seq, self.pred + self.succ, len(self.pred),
-                          list(self.dead), slots, [self.fills[s] for s in slots]))
+                          list(self.dead), slots, [self.fills[s] for s in slots],
+                          sorted(self.emptied.difference(self.dead))))
 
     def _log(self, kind: str, a: int, b: int, seq: int = -1) -> None:
-        """Log a detection, a repair begun or done."""
-        self.rows.append((self.x, kind, self.t, a, b, seq, [], 0, [], [], []))
+        """Log a detection, a repair begun or done, a request to be taken back."""
+        self.rows.append((self.x, kind, self.t, a, b, seq, [], 0, [], [], [], []))
 
     def _order(self) -> int:
         """The order of a timer this handler starts, among all timers of this node set at this time."""
         self.timers += 1
         return self.seq * TIMERS_PER_EVENT + self.timers - 1
 
-    def _merge(self, z: int, members: list[int]) -> bool:
-        """z's leaf set arrived: keep the L/2 nearest of each side among all known live candidates."""
-        cands = (set(self.pred).union(self.succ, members) | {z}) - {self.x} - self.dead.keys()
+    def _merge(self, z: int, members: list[int], repair: bool = True) -> bool:
+        """z's leaf set arrived: keep the L/2 nearest of each side among all known live candidates (a repair,
+        or a reply to its request to be taken back); a node back up tells the new members."""
+        self._take((set(self.pred).union(self.succ, members) | {z}) - {self.x} - self.dead.keys())
+        if repair:
+            self._log("repaired", z, -1)
+        if self.told is not None:
+            for j, c in enumerate(self.pred + self.succ):
+                if c not in self.told:
+                    self.told.add(c)
+                    self._log("announce", -1, c, j)
+        return True
+
+    def _take(self, cands: set[int]) -> None:
+        """Keep the L/2 nearest candidates of each side as the leaf set."""
         smaller, larger = leaf_sides(self.ring, self.x, list(cands))
         self.pred, self.succ = smaller[:self.half], larger[:self.half]
-        self._log("repaired", z, -1)
+
+    def _recover(self) -> bool:
+        """Back up with the state it had, knowing no node dead: it asks each member of its last leaf set to
+        take it back (a rejoin), each request with its timer before those of any later handler."""
+        self.emptied.update(self.dead)
+        self.dead.clear()
+        self.asked.clear()
+        self.asking.clear()
+        leaf = self.pred + self.succ
+        self.told = set(leaf)
+        for j, m in enumerate(leaf):
+            self._log("rejoin", -1, m, RECOVER_ORD + j)
+        return True
+
+    def _welcome(self, v: int) -> bool:
+        """v says it is back: no longer dead to this node, and in its leaf set if among the nearest."""
+        self.dead.pop(v, None)
+        self.heard[v] = self.t
+        self._take((set(self.pred).union(self.succ) | {v}) - {self.x} - self.dead.keys())
         return True
 
     def _declare(self, y: int, by_lookup: bool = False) -> bool:
@@ -663,7 +762,9 @@ class _Node:
         (False: known already)."""
         if y in self.dead:
             return False
+        fresh = y not in self.emptied   # a node declared before has no converged entry left
         self.dead[y] = None
+        self.emptied.add(y)
         side = self.pred if y in self.pred else self.succ if y in self.succ else None
         self._log("detected", y, -1)
         if side is not None:
@@ -671,7 +772,7 @@ class _Node:
             far = side if side else (self.succ if side is self.pred else self.pred)
             if far:
                 self._log("repair_start", y, far[-1], self._order())
-        slot = self._slot_of(y)
+        slot = self._slot_of(y, fresh)
         if slot is not None:
             self.fills.pop(slot, None)
             if by_lookup:
@@ -679,11 +780,13 @@ class _Node:
                 self._ask(slot)
         return True
 
-    def _slot_of(self, y: int) -> int | None:
-        """The table slot naming y, if any (a node fits one slot only)."""
+    def _slot_of(self, y: int, fresh: bool = True) -> int | None:
+        """The table slot naming y, if any (a node fits one slot only; a converged one only if `fresh`)."""
         for s, e in self.fills.items():
             if e == y:
                 return s
+        if not fresh:
+            return None
         try:
             s = self.table.index(y)
         except ValueError:
@@ -691,9 +794,11 @@ class _Node:
         return None if s in self.fills else s
 
     def _entry(self, s: int) -> int:
-        """The table entry at slot s now (-1: empty or known dead)."""
-        e = self.fills.get(s, self.table[s] if s < len(self.table) else -1)
-        return -1 if e in self.dead else e
+        """The table entry at slot s now (-1: empty, known dead, or a converged entry emptied)."""
+        if s in self.fills:
+            return -1 if self.fills[s] in self.dead else self.fills[s]
+        e = self.table[s] if s < len(self.table) else -1
+        return -1 if e in self.emptied else e
 
     def _ask(self, s: int) -> None:
         """Ask the nearest entry not yet asked, of slot s's row or of the first row after it with one."""
@@ -754,19 +859,19 @@ class _Node:
         if self.asking.get(s) != w:
             return False
         del self.asking[s]
-        declared = self._declare(w)
+        declared = not self._heard(w) and self._declare(w)
         self._ask(s)
         return declared
 
 
 def _versions(log: DataFrame) -> DataFrame:
-    """Each node's states with the interval each was in force: node, t_from, t_to, vleaf, npred, dead and
-    the table slots refilled (fslot, fnode)."""
+    """Each node's states with the interval each was in force: node, t_from, t_to, vleaf, npred, dead, the
+    table slots refilled (fslot, fnode) and the nodes no longer dead whose converged entries stay empty."""
     w = Window.partitionBy("node").orderBy("t", "seq")   # versions made at one time: the last one holds
     return (log.filter(F.col("kind") == "version")
             .select("node", F.col("t").alias("t_from"),
                     F.coalesce(F.lead("t").over(w), F.lit(math.inf)).alias("t_to"),
-                    F.col("leaf").alias("vleaf"), "npred", "dead", "fslot", "fnode"))
+                    F.col("leaf").alias("vleaf"), "npred", "dead", "fslot", "fnode", "forgot"))
 
 
 # ---------------------------------------------------------------- keep-alives
@@ -873,15 +978,18 @@ def _first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.
 
 # ---------------------------------------------------------------- leaf-set repair
 
-def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> DataFrame:
-    """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed."""
-    read = bsp.as_of(_requests(ctx, starts), "z", "t_a", versions)
+def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame, reply: str = MERGE) -> DataFrame:
+    """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed.
+
+    A rejoin (`reply` REJOINED) also makes the asked node welcome the asker, before it replies."""
+    requests = _requests(ctx, starts)
+    read = bsp.as_of(requests, "z", "t_a", versions)
     conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
     read = read.join(conv, "z")
     merged = (read.filter("replies")
               .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
                       F.col("t_a").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"),
-                      F.col("seq").alias("ord"), F.lit(MERGE).alias("kind"), F.col("z").alias("other"),
+                      F.col("seq").alias("ord"), F.lit(reply).alias("kind"), F.col("z").alias("other"),
                       F.coalesce("vleaf", "conv").alias("members")))
     fd = ctx.timers.failure_timeout_ms
     silent = (read.filter(~F.col("replies") | (F.col("t_r") > F.col("t") + fd))
@@ -889,7 +997,29 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> Dat
                       F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
                       F.lit(LEAF).alias("kind"), F.col("z").alias("other"),
                       F.array().cast(NODES).alias("members")))
-    return merged.unionByName(silent).filter(F.col("t") < ctx.until)
+    events = merged.unionByName(silent).filter(F.col("t") < ctx.until)
+    return events.unionByName(_welcomes(requests)) if reply == REJOINED else events
+
+
+def _welcomes(requests: DataFrame) -> DataFrame:
+    """A node's word that it is back (a rejoin or an announcement), at each live receiver (`_requests`)."""
+    return (requests.filter("replies")
+            .select(F.col("z").alias("node"), F.col("t_a").alias("t"), F.lit(MESSAGE).alias("prio"),
+                    F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
+                    F.lit(WELCOME).alias("kind"), F.col("x").alias("other"),
+                    F.array().cast(NODES).alias("members")))
+
+
+def _recovery_events(ctx: _Context, log: DataFrame, versions: DataFrame,
+                     moved: DataFrame | None = None) -> list[DataFrame]:
+    """The recoveries (only in a whole pass: a renewed one keeps them), and what the rejoins and the
+    announcements logged bring (of the requests a `moved` node sent or was sent, if given)."""
+    if ctx.recovers is None:
+        return []
+    rejoins, told = ((_logged(log, k) for k in ("rejoin", "announce")) if moved is None
+                     else (_asked(log, (k,), moved) for k in ("rejoin", "announce")))
+    return [*([ctx.recovers] if moved is None else []),
+            _repair_events(ctx, rejoins, versions, REJOINED), _welcomes(_requests(ctx, told))]
 
 
 def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
@@ -1012,11 +1142,13 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     fills = _fills()
     entry = _entry_at(F.col("slot"), "rt")
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
-    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), e))
+    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), _remembered(e)))
+    forgot = F.coalesce("forgot", none)
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
                F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
                entry.alias("entry"), F.when(entry >= 0, none).otherwise(table).alias("rt"),
-               F.when(entry >= 0, none).otherwise(F.col("nbr")).alias("nbr")]
+               F.when(entry >= 0, none).otherwise(F.filter("nbr", lambda v: ~F.array_contains(forgot, v)))
+               .alias("nbr")]
 
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
@@ -1034,7 +1166,13 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
 def _entry_at(slot: Column, rt: str) -> Column:
     """A version's table entry at `slot`: refilled, else the table `rt` started with (-1: empty); the
     caller leaves out the nodes known dead."""
-    return F.coalesce(F.try_element_at(_fills(), slot), F.try_element_at(rt, slot + 1), F.lit(-1))
+    converged = _remembered(F.try_element_at(rt, slot + 1))
+    return F.coalesce(F.try_element_at(_fills(), slot), converged, F.lit(-1))
+
+
+def _remembered(entry: Column) -> Column:
+    """A converged table entry, or -1 if it names a node once known dead (its entries were emptied)."""
+    return F.when(F.array_contains(F.coalesce("forgot", F.array().cast(NODES)), entry), -1).otherwise(entry)
 
 
 def _fills() -> Column:
@@ -1050,9 +1188,9 @@ def _reads(f: DataFrame) -> DataFrame:
 
 
 def _state_hash() -> Column:
-    """A hash of the version read: its leaf set, the split, the nodes known dead and the table slots
-    refilled (all null, the converged state, hash to one constant)."""
-    return F.xxhash64("vleaf", "npred", "dead", "fslot", "fnode")
+    """A hash of the version read: its leaf set, the split, the nodes known dead, the table slots refilled
+    and the nodes no longer dead (all null, the converged state, hash to one constant)."""
+    return F.xxhash64("vleaf", "npred", "dead", "fslot", "fnode", "forgot")
 
 
 def _declared(f: DataFrame, rto: float, until: float) -> DataFrame:
@@ -1274,7 +1412,7 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     repairs = log[log.kind == "repaired"]
     asks = log[log.kind == "table_ask"].rename(columns={"a": "slot", "b": "asked"})
     filled = log[log.kind == "table_repaired"].rename(columns={"a": "slot", "b": "entry"})
-    messages, maintenance = _messages(ctx, last, {"leaf": starts, "table": asks})
+    messages, maintenance = _messages(ctx, last, log)
     return TimedRun(done.drop(columns="t_issue"),
                     detections[["failed", "detector", "t"]].reset_index(drop=True),
                     starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
@@ -1283,22 +1421,29 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
                     filled[["node", "slot", "entry", "t"]].reset_index(drop=True))
 
 
-def _messages(ctx: _Context, last: bsp.Pass, asks: dict[str, pd.DataFrame]) -> tuple[Counter, pd.DataFrame]:
-    """Messages sent by kind: in all, lookups included, and maintenance per bin by sending time; `asks`
-    holds the leaf-set and the table requests (node, asked, t)."""
+def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:
+    """Messages sent by kind: in all, lookups included, and maintenance per bin by sending time; `log` is
+    the fold's log without the versions (its requests: node, b the node asked, t)."""
     bins = _Bins(ctx.until, ctx.bin_ms)
     probes, replies = _probe_counts(ctx, last.frames["versions"], bins)
     left = _leave_notices(ctx, last.frames["versions"]).select("t").toPandas().t.to_numpy(np.float64)
     binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies})
-    for kind, sent in asks.items():
-        x, z = sent.node.to_numpy(np.int64), sent.asked.to_numpy(np.int64)
-        t = sent.t.to_numpy(np.float64)
-        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.downs, ctx.timers, ctx.until,
-                                             x, z, t)
-        binned[f"{kind}_request"], binned[f"{kind}_reply"] = bins.count(t), bins.count(t_a[answered])
+    requests = {("leaf_request", "leaf_reply"): ctx.leaf_asks,
+                ("table_request", "table_reply"): ("table_ask",)}
+    if ctx.recovers is not None:
+        requests[("rejoin", "rejoin_reply")] = ("rejoin",)
+    for (ask, reply), kinds in requests.items():
+        sent = log[log.kind.isin(kinds)]
+        x, z, t = (sent[c].to_numpy(k) for c, k in (("node", np.int64), ("b", np.int64), ("t", np.float64)))
+        t_a, _t_r, answered = _request_times(ctx.overlay.ring, ctx.downs, ctx.timers, ctx.until, x, z, t)
+        binned[ask], binned[reply] = bins.count(t), bins.count(t_a[answered])
     binned["leave"] = bins.count(left)
+    kinds = MAINTENANCE
+    if ctx.recovers is not None:
+        binned["announce"] = bins.count(log[log.kind == "announce"].t.to_numpy(np.float64))
+        kinds += RECOVERY
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
-    total = Counter({kind: int(binned[kind].sum()) for kind in MAINTENANCE})
+    total = Counter({kind: int(binned[kind].sum()) for kind in kinds})
     total["lookup"] = lookup
     return total, binned
 
