@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from scribe_spark.experiments.pastry_timed import _differences
 from scribe_spark.pastry import overlay as ov
@@ -16,13 +15,16 @@ TM = timed.Timers(keepalive_ms=1000.0, failure_timeout_ms=1000.0, rto_ms=500.0, 
 NO_LOOKUPS = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
 
 
-def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: float):
-    """The sequential reference's run on the same ring, links and keep-alive phases."""
+def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: float,
+               lookups: pd.DataFrame = NO_LOOKUPS):
+    """The sequential reference's run on the same ring, links, keep-alive phases and lookups."""
     params = TimedParams(keepalive_ms=TM.keepalive_ms, failure_timeout_ms=TM.failure_timeout_ms,
                          rto_ms=TM.rto_ms, proc_ms=TM.proc_ms, lookup_timeout_ms=TM.lookup_timeout_ms)
     phase = timed.keepalive_phase(np.arange(ring.n), seed, TM.keepalive_ms)
     sim = TimedPastry(ring, lambda u, v: float(ring.prox.dist([u], [v])[0]), params, phase)
-    return sim.run(crashes, [], until, leaves, recoveries=back)
+    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
+    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
+    return sim.run(crashes, asked, until, leaves, recoveries=back)
 
 
 def test_recoveries_give_the_reference_run(spark):
@@ -58,13 +60,23 @@ def test_recoveries_give_the_reference_run(spark):
     t_d = min(t for f, d, _c, t in _reference(ring, seed, crashes, leaves, back, until).detections
               if (f, d) == (v, u))
     crashes[w], back[w] = t_d - 50.0, t_d + 300.0   # w is down when asked, and back before u's timer
+    # a lookup of q's key from p, a member of q's leaf set, reaches q down; q is back and tells p before
+    # p's retransmission timer: p declares nothing, and the lookup reaches q at its second try
+    p, q = next((a, int(leaf[i][0])) for i, a in enumerate(free)
+                if not {a, int(leaf[i][0])} & {*crashes, *leaves, x, y, z, m, u, v, w})
+    crashes[q], back[q] = 30_000.0, 30_300.0
+    k = 40   # and lookups at random after x's return
+    lookups = pd.DataFrame({"t_issue": np.r_[np.sort(rng.uniform(8_000, until, k)), 30_100.0],
+                            "src": np.r_[rng.integers(0, ring.n, k), p],
+                            "key_hi": np.r_[rng.integers(0, 2**63, k), ring.hi[q]].astype(np.uint64),
+                            "key_lo": np.r_[rng.integers(0, 2**63, k), ring.lo[q]].astype(np.uint64)})
     overlay = ov.build_overlay(spark, ring, "proximity", seed=seed)
     try:
-        got = timed.simulate(overlay, crashes, NO_LOOKUPS, TM, until, seed=seed, bin_ms=5000.0,
+        got = timed.simulate(overlay, crashes, lookups, TM, until, seed=seed, bin_ms=5000.0,
                              leaves=leaves, recoveries=back)
     finally:
         overlay.unpersist()
-    ref = _reference(ring, seed, crashes, leaves, back, until)
+    ref = _reference(ring, seed, crashes, leaves, back, until, lookups)
     assert _differences(got, ref, 5000.0) == []
     assert ref.messages["rejoin"] > 0 and ref.messages["announce"] > 0
     assert got.maintenance["rejoin"].sum() == ref.messages["rejoin"]
@@ -72,15 +84,7 @@ def test_recoveries_give_the_reference_run(spark):
     assert (z, y, crashes[z], back[y] + TM.failure_timeout_ms) in ref.detections
     assert (w, u) not in {(f, d) for f, d, _c, _t in ref.detections}   # asked again instead
     assert ref.messages["leaf_request"] > len(ref.repair_starts)
-
-
-def test_a_run_with_recoveries_refuses_lookups_for_now(spark):
-    """Lookups over nodes that come back are not simulated yet: the run says so before it starts."""
-    ring = small_ring(30, leaf=8)
-    overlay = ov.build_overlay(spark, ring, "proximity", seed=1)
-    one = pd.DataFrame({"t_issue": [1.0], "src": [0], "key_hi": [np.uint64(1)], "key_lo": [np.uint64(2)]})
-    try:
-        with pytest.raises(ValueError, match="not simulated yet"):
-            timed.simulate(overlay, {3: 5.0}, one, TM, 100.0, recoveries={3: 50.0})
-    finally:
-        overlay.unpersist()
+    last = ref.lookups[-1]
+    assert (last["outcome"], last["dest"], last["timeouts"]) == ("correct", q, 1)
+    assert (q, p) not in {(f, d) for f, d, _c, _t in ref.detections}
+    assert {look["outcome"] for look in ref.lookups} >= {"correct", "not_issued"}

@@ -300,7 +300,7 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
     number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
     per bin of `bin_ms` (one bin for the whole run if None). `leaves` are graceful leaves {node:
     time} of nodes that do not crash; `recoveries` {node: time} bring back nodes that crashed or left
-    before then (no lookups yet in a run with recoveries).
+    before then.
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
@@ -310,8 +310,6 @@ def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame,
         raise ValueError("a node either crashes or leaves")
     if bin_ms is not None and not 0 < bin_ms < math.inf:
         raise ValueError(f"bin_ms must be positive and finite (got {bin_ms})")
-    if recoveries and len(lookups):
-        raise ValueError("lookups in a run with recoveries are not simulated yet")
     table = Downs.of({**crashes, **leaves}, recoveries)
     crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.down}),
                           "node long, crash double").localCheckpoint()
@@ -1255,7 +1253,9 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     declared[moves[lost_hop]] = nxt[moves[lost_hop]]
     new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
     found = np.zeros(len(m), bool)
-    found[moves[lost_hop]] = True
+    # the lookup avoids the node it found dead only if that node is not back by the timeout: then its
+    # node cannot have heard it is back, and declares it; else the state read at the timeout decides
+    found[moves[lost_hop & (downs.up_at(nxt[moves]) > t[moves] + tm.rto_ms)]] = True
     cleared = np.zeros(len(m), bool)
     cleared[moves[~lost_hop]] = True
     new_at[moves] = np.where(lost_hop, at[moves], nxt[moves])
@@ -1270,7 +1270,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     out = {
         "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
         "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
-        "via": new_via, "avoid": _avoided(col["avoid"], found, cleared, nxt, schema.field("avoid").type),
+        "via": new_via, "avoid": _avoided(col["avoid"], found, cleared, nxt, downs, new_t,
+                                                 schema.field("avoid").type),
         "slot": slot, "state": col["state"].to_numpy(), "read_at": np.where(read, at, -1), "read_t": t,
         "done": done, "outcome": np.where(done, outcome, ""),
         "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent, "declared": declared}
@@ -1279,19 +1280,23 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
                                       schema=schema)
 
 
-def _avoided(avoid: pa.ListArray, found: np.ndarray, cleared: np.ndarray, nxt: np.ndarray,
-             kind: pa.DataType) -> pa.ListArray:
-    """Each lookup's nodes found dead at its node: the next hop added where it was found dead, none
-    where the lookup moved on, unchanged elsewhere."""
+def _avoided(avoid: pa.ListArray, found: np.ndarray, cleared: np.ndarray, nxt: np.ndarray, downs: Downs,
+             t: np.ndarray, kind: pa.DataType) -> pa.ListArray:
+    """Each lookup's nodes found dead at its node, for its next read at t: the next hop added where it was
+    found dead, none where the lookup moved on, and only those not back by t (one back may have said so
+    to the node since: its state tells)."""
     vals, offs = values_offsets(avoid)
     lens = np.diff(offs)
-    kept = np.where(cleared, 0, lens)
+    row = np.repeat(np.arange(len(lens)), lens)
+    keep = ~cleared[row] & (downs.up_at(vals) > t[row])
+    row, vals = row[keep], vals[keep]
+    kept = np.bincount(row, minlength=len(lens))
+    before = np.zeros(len(lens) + 1, np.int64)   # the kept values of the rows before each
+    np.cumsum(kept, out=before[1:])
     new_offs = np.zeros(len(lens) + 1, np.int64)
     np.cumsum(kept + found, out=new_offs[1:])
     out = np.empty(int(new_offs[-1]), np.int64)
-    row = np.repeat(np.arange(len(lens)), lens)
-    keep = ~cleared[row]
-    out[(new_offs[:-1][row] + np.arange(len(vals)) - offs[:-1][row])[keep]] = vals[keep]
+    out[new_offs[:-1][row] + np.arange(len(vals)) - before[row]] = vals
     add = np.flatnonzero(found)
     out[new_offs[add] + kept[add]] = nxt[add]
     offsets = pa.array(new_offs.astype(np.int32))
