@@ -716,6 +716,11 @@ class PastryTimedParams(AnyProximity):
                                lo_open=True, only_with=("session", "pareto"))
     leave_share: float = share(0.0, "share of the session ends that are graceful leaves (the node tells its "
                                     "leaf set first); the others are crashes")
+    recover_share: float = share(0.0, "share of the departures (crash or leave) after which the node comes "
+                                      "back, with its id and the state it had, after a downtime")
+    mean_downtime_s: float = knob(60.0, "mean downtime of a node that comes back (exponential; a return "
+                                        "after duration_s does not happen)", unit="s", lo=0.0, hi=TIME_MAX_S,
+                                  lo_open=True)
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)

@@ -33,6 +33,7 @@ class Purpose:
     LEAVES = 15              # churn, pastry_timed: who leaves gracefully (scope: epoch; nodes)
     RING = 16                # the ring's blocks after the first (scope: nodes, block)
     LOOKUP_BLOCKS = 17       # lookups' later blocks (scope: their first block's scope and purpose, block)
+    RETURNS = 18             # pastry_timed: which departed nodes come back, and after how long (nodes)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

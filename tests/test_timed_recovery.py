@@ -1,8 +1,11 @@
 """Nodes that come back, in the Spark engine, against the sequential reference event for event."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from scribe_spark.experiments.pastry_timed import _differences
 from scribe_spark.pastry import overlay as ov
@@ -11,7 +14,7 @@ from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
 from tests.helpers import small_ring
 
 TM = timed.Timers(keepalive_ms=1000.0, failure_timeout_ms=1000.0, rto_ms=500.0, proc_ms=1.0,
-                  lookup_timeout_ms=20_000.0)
+                  lookup_timeout_ms=20_000.0, table_repair=False)   # the tiny pastry_timed run repairs them
 NO_LOOKUPS = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
 
 
@@ -19,7 +22,8 @@ def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: 
                lookups: pd.DataFrame = NO_LOOKUPS):
     """The sequential reference's run on the same ring, links, keep-alive phases and lookups."""
     params = TimedParams(keepalive_ms=TM.keepalive_ms, failure_timeout_ms=TM.failure_timeout_ms,
-                         rto_ms=TM.rto_ms, proc_ms=TM.proc_ms, lookup_timeout_ms=TM.lookup_timeout_ms)
+                         rto_ms=TM.rto_ms, proc_ms=TM.proc_ms, lookup_timeout_ms=TM.lookup_timeout_ms,
+                         table_repair=TM.table_repair)
     phase = timed.keepalive_phase(np.arange(ring.n), seed, TM.keepalive_ms)
     sim = TimedPastry(ring, lambda u, v: float(ring.prox.dist([u], [v])[0]), params, phase)
     keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
@@ -27,12 +31,16 @@ def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: 
     return sim.run(crashes, asked, until, leaves, recoveries=back)
 
 
-def test_recoveries_give_the_reference_run(spark):
+@pytest.mark.slow
+def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(spark, caplog, monkeypatch):
     """Crashes and leaves at random times, most followed by a return, and returns timed to meet the other
     protocols' timers: a node down between its probes and their timers (its stale timers do nothing), a
     node back while a member of its last leaf set is down (it declares that member), a node back before
-    the timer of a leaf-set request sent to it while it was down (asked again, not declared). The
-    detections, leaf-set requests, repairs and messages by kind and by bin equal the reference's."""
+    the timer of a leaf-set request or a lookup sent to it while it was down (asked again or routed
+    again, not declared). Every pass after the first derives anew only what the nodes whose events
+    changed decide (`_renewed`), whatever their number. The lookups, detections, leaf-set requests,
+    repairs and messages by kind and by bin equal the reference's, on a latency matrix with |L| = 8 (the
+    tiny pastry_timed run, whose passes are mostly whole, has the plane, |L| = 16 and table repair)."""
     ring = small_ring(100, model="matrix", leaf=8, seed=2)
     seed, until = 3, 36_000.0
     rng = np.random.default_rng(4)
@@ -71,6 +79,8 @@ def test_recoveries_give_the_reference_run(spark):
                             "key_hi": np.r_[rng.integers(0, 2**63, k), ring.hi[q]].astype(np.uint64),
                             "key_lo": np.r_[rng.integers(0, 2**63, k), ring.lo[q]].astype(np.uint64)})
     overlay = ov.build_overlay(spark, ring, "proximity", seed=seed)
+    monkeypatch.setattr(timed, "RENEW_SHARE", 1.0)
+    caplog.set_level(logging.INFO, logger="scribe_spark.pastry.timed")
     try:
         got = timed.simulate(overlay, crashes, lookups, TM, until, seed=seed, bin_ms=5000.0,
                              leaves=leaves, recoveries=back)
@@ -78,6 +88,9 @@ def test_recoveries_give_the_reference_run(spark):
         overlay.unpersist()
     ref = _reference(ring, seed, crashes, leaves, back, until, lookups)
     assert _differences(got, ref, 5000.0) == []
+    renewing = [r.getMessage() for r in caplog.records if "derives anew only" in r.getMessage()]
+    assert len(renewing) == got.passes - 1   # every pass but the maintenance's first
+    assert any(not line.endswith("of 0 nodes decide") for line in renewing)
     assert ref.messages["rejoin"] > 0 and ref.messages["announce"] > 0
     assert got.maintenance["rejoin"].sum() == ref.messages["rejoin"]
     assert [t for f, d, _c, t in ref.detections if (f, d) == (m, x)] == [back[x] + TM.failure_timeout_ms]

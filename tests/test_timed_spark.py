@@ -24,16 +24,21 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     t, r = pd.read_csv(folder / "timeline.csv"), pd.read_csv(folder / "repairs.csv")
     assert t.time_s.tolist() == [0, 10, 20, 30, 40]
     gone = t.crashes + t.leaves
-    assert gone.sum() == len(r) > 3 and (t.members == 100 - gone.cumsum()).all()
+    assert gone.sum() == len(r) > 3 and (t.members == 100 - gone.cumsum() + t.returns.cumsum()).all()
+    # half the departed nodes come back: they ask their last leaf set, which answers, and announce themselves
+    back = t.returns.sum()
+    assert 0 < back == r.back_s.notna().sum() < len(r) and (r.back_s > r.left_s).sum() == back
+    assert (t.rejoin_msgs_per_node_s > 0).any()
     assert r.graceful.any() and not r.graceful.all() and (t.leave_msgs_per_node_s > 0).any()
     assert (t.timeouts_per_lookup > 0).any() and r.leaf_sets_repaired_after_s.notna().sum() > 3
     assert (t.lookup_success + t.lookup_wrong + t.lookup_lost <= 1 + 1e-12).all()
     # before the first crash every node probes its 16 leaf-set members every 3 s, and each probe is answered
     assert t.keepalive_msgs_per_node_s.iat[0] == pytest.approx(2 * 16 / 3, rel=0.05)
-    # every message is 51 B, a leaf-set reply 1 + 16 handles of 22 B more, a table request 2 B and a
-    # table reply 2 + 22 B more
+    # every message is 51 B, a leaf-set reply (or rejoin reply) 1 + 16 handles of 22 B more, a table request
+    # 2 B and a table reply 2 + 22 B more
     extra = t.maintenance_bytes_per_node_s - 51 * t.maintenance_msgs_per_node_s
-    bound = 353 * t.leaf_repair_msgs_per_node_s + 24 * t.table_repair_msgs_per_node_s
+    bound = (353 * (t.leaf_repair_msgs_per_node_s + t.rejoin_msgs_per_node_s)
+             + 24 * t.table_repair_msgs_per_node_s)
     low = 2 * t.table_repair_msgs_per_node_s
     assert (extra >= low - 1e-9).all() and (extra <= bound + 1e-9).all() and extra.max() > 0
     assert (extra[bound == 0].abs() < 1e-9).all() and (t.table_repair_msgs_per_node_s > 0).any()
@@ -45,6 +50,7 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     sweep = pd.read_csv(folder / "sweep.csv")
     assert len(sweep) == 1 and int(sweep.lookups.iat[0]) == t.lookups.sum()
     assert int(sweep.departures.iat[0]) == len(r) and (t.keepalive_s == 3.0).all()
+    assert int(sweep.returns.iat[0]) == t.returns.sum()
 
 
 def test_every_sweep_point_draws_the_same_numbers(tmp_path):
@@ -82,47 +88,6 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
         assert (tmp_path / f"{png}.png").stat().st_size > 0, png
     summary = (tmp_path / "summary.md").read_text()
     assert "keep-alive 3 s: 4 crash" in summary and "keep-alive 6 s: 4 crash" in summary
-
-
-@pytest.mark.slow
-def test_passes_that_renew_only_what_moved_nodes_decide_give_the_reference_run(spark, tmp_path, monkeypatch):
-    """The tiny run with every pass after the first renewing only what the nodes whose events changed
-    decide (whatever their number): the job's check against the sequential reference still passes. The
-    first 40 simulated seconds suffice (crashes, leaves, lookup timeouts), without table repair: the
-    tiny run's own passes renew table repairs too. On a latency matrix with |L| = 8, where the tiny run
-    has the plane and |L| = 16: the engine equals the reference on both models."""
-    import logging
-
-    from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed
-    from scribe_spark.experiments.run import Run
-    from scribe_spark.pastry.overlay import build_overlay
-    from scribe_spark.workloads.network import make_ring, shared_network
-    rng = np.random.default_rng(5)
-    delays = np.triu(rng.uniform(2.0, 120.0, (100, 100)), 1)
-    np.save(tmp_path / "latency.npy", delays + delays.T)
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "duration_s=40",
-                              "--set", "table_repair=none", "--set", "proximity=matrix",
-                              "--set", f"matrix={tmp_path / 'latency.npy'}", "--set", "leaf_set=8"]).params
-    routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, p.seed, routers, matrix)
-    overlay = build_overlay(spark, ring, seed=p.seed)
-    monkeypatch.setattr(timed, "RENEW_SHARE", 1.0)
-    said: list[str] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = lambda record: said.append(record.getMessage())
-    logger = logging.getLogger("scribe_spark.pastry.timed")
-    logger.addHandler(handler)
-    monkeypatch.setattr(logger, "level", logging.INFO)
-    try:
-        point = pastry_timed.Point(p.mean_session_s[0], p.keepalive_s[0])
-        done = pastry_timed._point(p, Run("pastry_timed", p, tmp_path), ring, overlay, point)   # checks
-    finally:
-        logger.removeHandler(handler)
-        overlay.unpersist()
-    renewing = [line for line in said if "derives anew only" in line]
-    assert len(renewing) == done["notes"]["passes"] - 1   # every pass but the maintenance's first
-    assert any(not line.endswith("of 0 nodes decide") for line in renewing)
 
 
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):

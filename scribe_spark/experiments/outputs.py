@@ -293,6 +293,7 @@ PASTRY_TIMED = {t.name: t for t in (
           ("members", "", "live nodes at the end of the bin"),
           ("crashes", "", "nodes that crashed in the bin"),
           ("leaves", "", "nodes that left gracefully in the bin"),
+          ("returns", "", "nodes that came back in the bin (recover_share)"),
           ("lookups", "", "lookups issued in the bin (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
                                       "at delivery"),
@@ -316,7 +317,10 @@ PASTRY_TIMED = {t.name: t for t in (
                                                   "being refilled), per live node and second"),
           ("leave_msgs_per_node_s", "1/s", "leave notices sent (one to each leaf-set member of a leaving "
                                            "node), per live node and second"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the four above) per live node "
+          ("rejoin_msgs_per_node_s", "1/s", "messages of nodes coming back: their requests to be taken back, "
+                                            "the replies, and their announcements to new leaf-set members, "
+                                            "per live node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the five above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second")),
@@ -335,11 +339,13 @@ PASTRY_TIMED = {t.name: t for t in (
           ("leaf_detected_after_s", "s", "time from the departure to the last declaration by a leaf-set "
                                          "holder"),
           ("leaf_sets_repaired_after_s", "s", "time from the departure until every leaf-set holder that "
-                                              "declared it had merged a leaf-set reply after declaring it")),
+                                              "declared it had merged a leaf-set reply after declaring it"),
+          ("back_s", "s", "simulated time the node came back (empty: it did not)")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the whole run",
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),
           ("departures", "", "nodes that crashed or left"),
+          ("returns", "", "of those, nodes that came back"),
           ("lookups", "", "lookups issued (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key"),
           ("lookup_wrong", "share", "delivered to another node"),
@@ -347,8 +353,8 @@ PASTRY_TIMED = {t.name: t for t in (
           ("lookup_latency_ms_mean", "ms", "mean latency of the delivered lookups"),
           ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
           ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
-          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set repair and leave messages per live "
-                                                 "node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave and rejoin "
+                                                 "messages per live node and second"),
           ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "

@@ -2,8 +2,10 @@
 
 `nodes` members start converged. Each draws what remains of a session under way from `session`'s
 law (mean `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a
-share `leave_share` of them: the node tells its leaf set first) or a crash, and the node stays down
-(nobody joins or recovers yet). Leaf-set members probe each other every `keepalive_s`; a
+share `leave_share` of them: the node tells its leaf set first) or a crash. A share `recover_share`
+of the departed nodes come back after an exponential downtime (mean `mean_downtime_s`) with their id
+and last state, and ask their last leaf set to take them back; the others stay down (nobody joins
+yet). Leaf-set members probe each other every `keepalive_s`; a
 member unanswered `failure_timeout_s` after a probe is declared failed and the leaf set repaired,
 and a routing-table entry that names a node declared failed is refilled by asking the entries of its row;
 lookups of random keys from random nodes are issued as a Poisson process of
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -41,7 +43,7 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
-         "table_repair": ("table_request", "table_reply"), "leave": ("leave",)}
+         "table_repair": ("table_request", "table_reply"), "leave": ("leave",), "rejoin": timed.RECOVERY}
 # message sizes (bytes), for maintenance_bytes_per_node_s: a node handle is a 128-bit id, an IPv4
 # address and a UDP port; every message carries IPv4 and UDP headers, its type and its sender's handle;
 # a leaf-set reply adds a count and |L| handles (counted full); a table request the slot (row and column,
@@ -57,10 +59,11 @@ WHOLE_RUN = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms
 
 @dataclass(frozen=True)
 class Departures:
-    """Who goes when (ms): the crashes and the graceful leaves."""
+    """Who goes when (ms): the crashes and the graceful leaves, and who of them comes back when."""
 
     crashes: dict[int, float]
     leaves: dict[int, float]
+    returns: dict[int, float] = field(default_factory=dict)
 
     @property
     def times(self) -> dict[int, float]:
@@ -99,8 +102,12 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     until = 1000.0 * p.duration_s
     going = np.flatnonzero(ends < until)
     graceful = (stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share)[going]   # per node
+    back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
+    comes = back.random(p.nodes) < p.recover_share
+    up = ends + 1000.0 * p.mean_downtime_s * back.exponential(1.0, p.nodes)
     gone = Departures({int(v): float(ends[v]) for v in going[~graceful]},
-                      {int(v): float(ends[v]) for v in going[graceful]})
+                      {int(v): float(ends[v]) for v in going[graceful]},
+                      {int(v): float(up[v]) for v in going if comes[v] and ends[v] < up[v] < until})
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
     lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, until, count)),
@@ -128,10 +135,10 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     """One sweep point: simulate, check against the reference, and tabulate."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
-    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave; "
-            f"{len(lookups):,} lookups")
+    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave, "
+            f"{len(gone.returns)} come back; {len(lookups):,} lookups")
     got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
-                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves)
+                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
             f"{len(got.table_repairs):,} table entries refilled")
@@ -139,7 +146,8 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
         _check(p, at, run, ring, gone, lookups, got)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
-    notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "lookups": len(lookups),
+    notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "returns": len(gone.returns),
+             "lookups": len(lookups),
              "passes": got.passes, "messages": dict(got.messages)}
     return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
             "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
@@ -176,7 +184,7 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
-    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves)
+    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves, gone.returns)
     return _differences(got, ref, width)
 
 
@@ -216,12 +224,12 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     ends = np.minimum(starts + width, until)
     alive_s, members = _alive(ring.n, gone, starts, ends)
     rows = pd.DataFrame({"time_s": starts / 1000.0, "members": members})
-    for name, times in (("crashes", gone.crashes), ("leaves", gone.leaves)):
+    for name, times in (("crashes", gone.crashes), ("leaves", gone.leaves), ("returns", gone.returns)):
         at = np.fromiter(times.values(), np.float64, len(times)) // width
         rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
-        sent = got.maintenance[list(kinds)].sum(axis=1).to_numpy(np.float64)
+        sent = _sent(got.maintenance, kinds).sum(axis=1).to_numpy(np.float64)
         rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                     where=alive_s > 0)   # no node alive: no rate
     rows["maintenance_msgs_per_node_s"] = sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
@@ -231,16 +239,23 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     return rows
 
 
+def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
+    """The per-bin counts of these kinds of message (a kind the run did not count: none sent)."""
+    return maintenance.reindex(columns=list(kinds), fill_value=0)
+
+
 def message_bytes(kind: str, leaf_set: int) -> int:
     """A maintenance message's size in bytes: HEADER_BYTES and what its kind carries."""
-    extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "table_request": 2, "table_reply": 2 + HANDLE_BYTES}
+    extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "rejoin_reply": 1 + leaf_set * HANDLE_BYTES,
+             "table_request": 2, "table_reply": 2 + HANDLE_BYTES}
     return HEADER_BYTES + extra.get(kind, 0)
 
 
 def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:
     """Maintenance bytes sent per bin."""
-    return sum(maintenance[kind].to_numpy(np.float64) * message_bytes(kind, leaf_set)
-               for kind in timed.MAINTENANCE)
+    kinds = (*timed.MAINTENANCE, *timed.RECOVERY)
+    return sum(count.to_numpy(np.float64) * message_bytes(kind, leaf_set)
+               for kind, count in _sent(maintenance, kinds).items())
 
 
 def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -250,18 +265,28 @@ def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tu
     i, j = np.searchsorted(t, starts, "right"), np.searchsorted(t, ends, "left")
     stay = n - len(t)   # the nodes that never leave
     lived = (before[j] - before[i]) - (j - i) * starts + (stay + len(t) - j) * (ends - starts)
-    return lived / 1000.0, stay + len(t) - np.searchsorted(t, ends, "right")
+    members = stay + len(t) - np.searchsorted(t, ends, "right")
+    if gone.returns:   # and the time lived after coming back: from max(start, up) to the end of the bin
+        u = np.sort(np.fromiter(gone.returns.values(), np.float64, len(gone.returns)))
+        after = np.r_[0.0, np.cumsum(u)]
+        i, j = np.searchsorted(u, starts, "right"), np.searchsorted(u, ends, "left")
+        lived = lived + i * (ends - starts) + (j - i) * ends - (after[j] - after[i])
+        members = members + np.searchsorted(u, ends, "right")
+    return lived / 1000.0, members
 
 
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
               rep: pd.DataFrame) -> dict:
     """A sweep point over the whole run: lookups, maintenance per node and second, crash delays."""
     whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
+    until = 1000.0 * p.duration_s
     end = timed.Downs.of(gone.times).down_at(np.arange(ring.n))
-    alive_s = np.minimum(end, 1000.0 * p.duration_s).sum() / 1000.0
-    sent = float(got.maintenance[list(timed.MAINTENANCE)].to_numpy().sum())
+    alive_s = np.minimum(end, until).sum() / 1000.0
+    if gone.returns:
+        alive_s += (until - np.fromiter(gone.returns.values(), np.float64, len(gone.returns))).sum() / 1000.0
+    sent = float(_sent(got.maintenance, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
     crashed = rep[~rep.graceful]
-    return {"departures": len(rep), "lookups": int(whole.lookups),
+    return {"departures": len(rep), "returns": len(gone.returns), "lookups": int(whole.lookups),
             **{c: whole[c] for c in WHOLE_RUN},
             "maintenance_msgs_per_node_s": sent / alive_s,
             "maintenance_bytes_per_node_s": float(_bytes(got.maintenance, p.leaf_set).sum()) / alive_s,
@@ -311,6 +336,7 @@ def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     out["detected_after_s"] = (seen["min"].reindex(left.index).to_numpy() - t0) / 1000.0
     out["leaf_detected_after_s"] = (leaf["last"].reindex(left.index).to_numpy() - t0) / 1000.0
     out["leaf_sets_repaired_after_s"] = (leaf.fixed.reindex(left.index).to_numpy() - t0) / 1000.0
+    out["back_s"] = np.array([gone.returns.get(v, np.nan) for v in left.index], np.float64) / 1000.0
     return out
 
 
@@ -383,7 +409,20 @@ def _point_line(n: dict) -> str:
     """A sweep point's line of the summary: its departures, passes and messages."""
     sent = ", ".join(f"{k} {v:,}" for k, v in sorted(n["messages"].items()))
     return (f"\n- {n['mean_session_s']:g} s sessions, keep-alive {n['keepalive_s']:g} s: "
-            f"{n['crashes']} crash, {n['leaves']} leave; {n['passes']} passes; messages {sent}")
+            f"{n['crashes']} crash, {n['leaves']} leave{_back(n)}; {n['passes']} passes; messages {sent}")
+
+
+def _back(n: dict) -> str:
+    """A point's returns in its summary line, if any."""
+    return f", {n['returns']} come back" if n.get("returns") else ""
+
+
+def _returning(p: PastryTimedParams) -> str:
+    """Who comes back, in words."""
+    if p.recover_share == 0:
+        return "nobody joins or recovers"
+    return (f"a share {p.recover_share:g} of the departed nodes come back after a downtime of mean "
+            f"{p.mean_downtime_s:g} s (exponential); nobody joins")
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
@@ -399,7 +438,7 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     run.path("summary.md").write_text(
         f"# pastry_timed\n\n{p.nodes} nodes ({p.proximity} model, b={p.b}, |L|={p.leaf_set}) for "
         f"{p.duration_s:g} simulated seconds; {p.session} sessions{shape}, a share {p.leave_share:g} of the "
-        "departures graceful leaves, the others crashes; nobody joins or recovers. Failure timeout "
+        f"departures graceful leaves, the others crashes; {_returning(p)}. Failure timeout "
         f"{p.failure_timeout_s:g} s, retransmission timeout {p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; "
         f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s; seed "
         f"{p.seed}. Routing-table entries that lookups find dead: "

@@ -1,8 +1,9 @@
 """Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set and table repair, lookups.
 
 **The model** (times in ms). Every node starts from the converged state. Nodes crash at given times
-and stay down; a node that leaves gracefully at a given time first sends a notice to every member of
-its leaf set, each of which declares it failed on the notice's arrival. A message from u to v sent
+and stay down, unless they come back (below); a node that leaves gracefully at a given time first sends
+a notice to every member of its leaf set, each of which declares it failed on the notice's arrival. A
+message from u to v sent
 at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms (k = 0, 1, ...;
 `keepalive_phase`); at each tick a live x probes every member of its leaf set, and a member whose
 reply has not come back failure_timeout_ms after the tick, and that is still in x's leaf set then,
@@ -22,6 +23,16 @@ forwarder that sends to a node dead on arrival learns it rto_ms after sending, d
 and routes again. A lookup is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or
 when its node dies while it waits; delivered, it is correct when it ends at the live node
 numerically closest to its key at that time. Nothing at or after `until_ms` happens.
+
+**Returns.** A node down may come back once, at a given time (RECOVER, before all else then), with
+the state it had but knowing no node dead: it ticks again, and asks every member of its last leaf set
+to take it back (a rejoin, timed as a leaf-set request). A live member welcomes it (WELCOME: no longer
+dead there, and in the leaf set if among the nearest) and replies with its leaf set, which the node
+merges (REJOINED, no repair logged); after each merge it tells the members it has not told yet
+(announce: a WELCOME at each). Timers and replies of its life before the return do nothing
+(`_Node.ignores`); a node heard back within a request's timeout is not declared failed by it (a
+leaf-set request is sent again: `reask`). Table and neighbourhood entries once emptied stay empty
+(`forgot`).
 
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
