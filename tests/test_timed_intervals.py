@@ -117,7 +117,7 @@ def test_down_intervals():
     v = np.array([3, 3, 3, 3, 4, 4, 9])
     t = np.array([9.0, 10.0, 49.0, 50.0, 19.0, 1e9, 0.0])
     assert downs.is_down(v, t).tolist() == [False, True, True, False, False, True, False]
-    assert downs.life(v, t).tolist() == [0, 0, 0, 1, 0, 0, 0]
+    assert downs.incarnation(v, t).tolist() == [0, 0, 0, 1, 0, 0, 0]
     assert downs.cut(v, t).tolist() == [10.0, np.inf, np.inf, np.inf, 20.0, np.inf, np.inf]
     assert timed.Downs.of({}).is_down(np.array([1]), np.array([0.0])).tolist() == [False]
     for ups in ({5: 30.0}, {3: 10.0}, {3: 5.0}):

@@ -340,7 +340,8 @@ PASTRY_TIMED = {t.name: t for t in (
                                          "holder"),
           ("leaf_sets_repaired_after_s", "s", "time from the departure until every leaf-set holder that "
                                               "declared it had merged a leaf-set reply after declaring it"),
-          ("back_s", "s", "simulated time the node came back (empty: it did not)")),
+          ("back_s", "s", "simulated time the node came back (empty: it did not); the columns above also "
+                          "count the declarations made after it came back, by nodes it had not told")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the whole run",
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),

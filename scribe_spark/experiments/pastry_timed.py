@@ -135,8 +135,9 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     """One sweep point: simulate, check against the reference, and tabulate."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
-    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave, "
-            f"{len(gone.returns)} come back; {len(lookups):,} lookups")
+    back = f", {len(gone.returns)} come back" if gone.returns else ""
+    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave"
+            f"{back}; {len(lookups):,} lookups")
     got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
                          bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
@@ -240,8 +241,9 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
 
 
 def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
-    """The per-bin counts of these kinds of message (a kind the run did not count: none sent)."""
-    return maintenance.reindex(columns=list(kinds), fill_value=0)
+    """The per-bin counts of these kinds of message (a run without returns counts none of theirs)."""
+    missing = [k for k in kinds if k not in maintenance and k in timed.RECOVERY]
+    return maintenance.assign(**{k: 0 for k in missing})[list(kinds)]
 
 
 def message_bytes(kind: str, leaf_set: int) -> int:

@@ -1,28 +1,27 @@
 """Pastry in simulated time, in Spark: keep-alives, failure detection, leaf-set and table repair, lookups.
 
-**The model** (times in ms). Every node starts from the converged state. Nodes crash at given times
-and stay down, unless they come back (below); a node that leaves gracefully at a given time first sends
-a notice to every member of its leaf set, each of which declares it failed on the notice's arrival. A
-message from u to v sent
-at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k keepalive_ms (k = 0, 1, ...;
-`keepalive_phase`); at each tick a live x probes every member of its leaf set, and a member whose
-reply has not come back failure_timeout_ms after the tick, and that is still in x's leaf set then,
-is declared failed. Declaring y failed at x (once per pair) drops y from x's leaf set, routing table
-and neighbourhood set; if y was in the leaf set, x asks the farthest member z of that side (else of
-the other side) for its leaf set, merges the reply (its leaf set, the reply and z, without the nodes
-it knows dead: the L/2 nearest of each side) when it arrives, and declares z failed if no reply came
-back failure_timeout_ms after asking. If a lookup found y dead and y was in the routing table, at
-slot s of row r, x repairs that entry (lazily: entries emptied by other declarations stay empty): it
-asks w, the entry of row r nearest to it by link delay (ties to the lower number) that it has not
-asked for s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
-failure_timeout_ms naming a node other than x that x does not know dead, while slot s is still
-empty, fills it, any other reply makes x ask the next one, and no reply declares w failed, then x
-asks the next one. A lookup is routed hop by hop by the routing rule on the state of the node it is
-at, at the time it is there (a side short of L/2 reads as padded with its farthest member); a
-forwarder that sends to a node dead on arrival learns it rto_ms after sending, declares it failed
-and routes again. A lookup is lost past lookup_timeout_ms or max_attempts hops plus timeouts, or
-when its node dies while it waits; delivered, it is correct when it ends at the live node
-numerically closest to its key at that time. Nothing at or after `until_ms` happens.
+**The model** (times in ms). Every node starts from the converged state. Nodes crash at given times and
+stay down, unless they come back (below); a node that leaves gracefully at a given time first sends a
+notice to every member of its leaf set, each of which declares it failed on the notice's arrival. A
+message from u to v sent at t arrives at (t + link(u, v)) + proc_ms. Node x ticks at phase_x + k
+keepalive_ms (k = 0, 1, ...; `keepalive_phase`); at each tick a live x probes every member of its leaf
+set, and a member whose reply has not come back failure_timeout_ms after the tick, and that is still in
+x's leaf set then, is declared failed. Declaring y failed at x (once per pair) drops y from x's leaf
+set, routing table and neighbourhood set; if y was in the leaf set, x asks the farthest member z of that
+side (else of the other side) for its leaf set, merges the reply (its leaf set, the reply and z, without
+the nodes it knows dead: the L/2 nearest of each side) when it arrives, and declares z failed if no
+reply came back failure_timeout_ms after asking. If a lookup found y dead and y was in the routing
+table, at slot s of row r, x repairs that entry (lazily: entries emptied by other declarations stay
+empty): it asks w, the entry of row r nearest to it by link delay (ties to the lower number) that it has
+not asked for s yet, for w's own entry at s (if row r has none, row r + 1, and so on); a reply within
+failure_timeout_ms naming a node other than x that x does not know dead, while slot s is still empty,
+fills it, any other reply makes x ask the next one, and no reply declares w failed, then x asks the next
+one. A lookup is routed hop by hop by the routing rule on the state of the node it is at, at the time it
+is there (a side short of L/2 reads as padded with its farthest member); a forwarder that sends to a
+node dead on arrival learns it rto_ms after sending, declares it failed and routes again. A lookup is
+lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its node dies while it waits;
+delivered, it is correct when it ends at the live node numerically closest to its key at that time.
+Nothing at or after `until_ms` happens.
 
 **Returns.** A node down may come back once, at a given time (RECOVER, before all else then), with
 the state it had but knowing no node dead: it ticks again, and asks every member of its last leaf set
@@ -125,19 +124,21 @@ EVENT_SCHEMA = T.StructType([
     T.StructField("set_by", T.IntegerType(), False),
     T.StructField("ord", T.IntegerType(), False),    # order among timers set by one handler or tick
     T.StructField("kind", T.StringType(), False),
-    T.StructField("other", T.LongType(), False),     # the node declared failed, or the one that replied
+    # the node declared failed, the one that replied, or the one that says it is back (WELCOME)
+    T.StructField("other", T.LongType(), False),
     T.StructField("members", NODES, False),          # a reply's leaf set
 ])
 LOG_SCHEMA = T.StructType([
     T.StructField("node", T.LongType(), False),
-    # version, detected, repair_start, repaired, table_ask, table_repaired
+    # version, detected, repair_start, repaired, table_ask, table_repaired; after a return: rejoin (a request
+    # to be taken back), announce (telling a new member), reask (a leaf-set request sent again)
     T.StructField("kind", T.StringType(), False),
     T.StructField("t", T.DoubleType(), False),
     # detected, repair_start: the failed node; repaired: z; table_ask, table_repaired: the slot
     T.StructField("a", T.LongType(), False),
-    # repair_start, table_ask: the node asked; table_repaired: the entry
+    # repair_start, table_ask, rejoin, announce, reask: the node asked or told; table_repaired: the entry
     T.StructField("b", T.LongType(), False),
-    # version: place in the handling order; repair_start, table_ask: the order of its timer (`_Node._order`)
+    # version: place in the handling order; requests: the order of its timer (`_Node._order`)
     T.StructField("seq", T.IntegerType(), False),
     T.StructField("leaf", NODES, False),             # version: predecessors then successors, nearest first
     T.StructField("npred", T.IntegerType(), False),
@@ -238,7 +239,7 @@ class Downs:
         t = np.asarray(t, np.float64)
         return (self.down_at(nodes) <= t) & (t < self.up_at(nodes))
 
-    def life(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
+    def incarnation(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Each node's incarnation at its time: 0, or 1 once it came back."""
         return (self.up_at(nodes) <= np.asarray(t, np.float64)).astype(np.int32)
 
@@ -263,8 +264,8 @@ class TimedRun:
     detections: pd.DataFrame   # failed, detector, t
     repair_starts: pd.DataFrame  # node, failed, asked, t
     repairs: pd.DataFrame      # node, t
-    messages: Counter          # sent over the run, by kind: MAINTENANCE and lookup (hops, retries)
-    maintenance: pd.DataFrame  # t_ms (a bin's start) and one column per MAINTENANCE kind: sent in the bin
+    messages: Counter          # sent over the run, by kind: MAINTENANCE, RECOVERY (if any) and lookup
+    maintenance: pd.DataFrame  # t_ms (a bin's start), a column per MAINTENANCE (RECOVERY) kind: sent in it
     passes: int
     table_asks: pd.DataFrame    # node, slot, asked, t: routing-table requests
     table_repairs: pd.DataFrame  # node, slot, entry, t: routing-table entries refilled
@@ -299,7 +300,12 @@ class _Context:
     @property
     def leaf_asks(self) -> tuple[str, ...]:
         """The log's kinds of leaf-set requests: repairs, and (with recoveries) requests sent again."""
-        return ("repair_start",) if self.recovers is None else ("repair_start", "reask")
+        return ("repair_start", "reask") if self.returns else ("repair_start",)   # a plan as before if none
+
+    @property
+    def returns(self) -> bool:
+        """Whether any node comes back before the end."""
+        return self.recovers is not None
 
 
 def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
@@ -403,8 +409,8 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
 def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
               held: DataFrame | None) -> bsp.Pass:
     """Derive the maintenance's events from the states `events` imply (detections, leaf-set repair replies,
-    leave notices, the books of table repairs), with the lookups' declarations `held` as they are (None:
-    none, so no table repair begins and no books are needed).
+    leave notices, the books of table repairs; returns, rejoin replies and welcomes), with the lookups'
+    declarations `held` as they are (None: none, so no table repair begins and no books are needed).
 
     When few nodes have events that `changed` since the last pass, only what those nodes' events
     decide is derived anew (`_renewed`); the rest is the last pass's.
@@ -444,8 +450,9 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
              asks: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
     """The log, versions and derived events, anew only where the nodes that `moved` decide them: a node's
     log and versions follow from its events alone, its keep-alive declarations from its versions, a
-    leaf-set repair's outcome and a table repair's book from the asker's log (and events) and the asked
-    node's versions, a leave's notices from the leaver's versions. The rest is the last pass's log and
+    leaf-set repair's or a rejoin's outcome (and the welcome) and a table repair's book from the asker's log
+    (and events) and the asked node's versions, a leave's notices from the leaver's versions, an
+    announcement's welcome from the announcer's log. The rest is the last pass's log and
     versions, and of the events this pass was given (the last pass's derived events) those of each kind
     that no moved node decides. Books only with `asks` (the lookups' declarations among the events)."""
     log = _cut(_without(ctx.last["log"], moved, "node")
@@ -453,7 +460,8 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
     versions = _cut(_without(ctx.last["versions"], moved, "node")
                     .unionByName(_versions(_among(log, moved, "node"))))
     # of the events given, one scan keeps those no moved node decides: keep-alive declarations by their
-    # node, repair outcomes and books by asker and asked node, leave notices by their leaver
+    # node, repair and rejoin outcomes, welcomes and books by asker and asked node, leave notices by their
+    # leaver; returns are given once, in the first pass
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
     asked = kind.isin(MERGE, LEAF, BOOK, REJOINED, WELCOME)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
@@ -513,7 +521,7 @@ def _lookups_now(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> dict
     """The lookups' ends, timeouts, sends and state reads on these versions, routing again only the
     lookups that read a state these versions change.
 
-    A lookup's way is a function of the states it reads (and of crash times, which do not change):
+    A lookup's way is a function of the states it reads (and of when nodes are down, which does not change):
     one whose every read finds the same state as in the last pass takes the same way. States are
     compared by a 64-bit hash of the leaf set, its split and the nodes known dead.
     """
@@ -707,7 +715,7 @@ class _Node:
     def _heard(self, y: int, by_lookup: bool = False) -> bool:
         """Whether y said it is back since the request now timing out was sent: within the failure timeout
         (a lookup's: the retransmission timeout) before now."""
-        if y not in self.heard:
+        if y not in self.heard or self.wire is None:
             return False
         timers = self.wire.timers
         return self.heard[y] >= self.t - (timers.rto_ms if by_lookup else timers.failure_timeout_ms)
@@ -749,8 +757,7 @@ class _Node:
     def _recover(self) -> bool:
         """Back up with the state it had, knowing no node dead: it asks each member of its last leaf set to
         take it back (a rejoin), each request with its timer before those of any later handler."""
-        self.emptied.update(self.dead)
-        self.dead.clear()
+        self.dead.clear()   # `emptied` keeps them: their converged entries stay empty
         self.asked.clear()
         self.asking.clear()
         leaf = self.pred + self.succ
@@ -911,7 +918,7 @@ def _members(ctx: _Context, versions: DataFrame, among: DataFrame | None = None)
 
 
 def _crashed_members(ctx: _Context, versions: DataFrame, among: DataFrame | None) -> DataFrame:
-    """`_members` whose member crashes."""
+    """`_members` whose member goes down."""
     crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
     return _members(ctx, versions, among).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
 
@@ -987,11 +994,14 @@ def _first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.
 
 # ---------------------------------------------------------------- leaf-set repair
 
-def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame, reply: str = MERGE) -> DataFrame:
-    """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed.
+def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame) -> DataFrame:
+    """Each repair request's outcome: the asked node's leaf set merged, or the asked node declared failed."""
+    return _replies(ctx, _requests(ctx, starts), versions, MERGE)
 
-    A rejoin (`reply` REJOINED) also makes the asked node welcome the asker, before it replies."""
-    requests = _requests(ctx, starts)
+
+def _replies(ctx: _Context, requests: DataFrame, versions: DataFrame, reply: str) -> DataFrame:
+    """Each leaf-set request's outcome (`_requests`): a reply of kind `reply` holding the asked node's leaf
+    set as of the arrival, or a timeout that declares the asked node failed."""
     read = bsp.as_of(requests, "z", "t_a", versions)
     conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
     read = read.join(conv, "z")
@@ -1006,8 +1016,7 @@ def _repair_events(ctx: _Context, starts: DataFrame, versions: DataFrame, reply:
                       F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
                       F.lit(LEAF).alias("kind"), F.col("z").alias("other"),
                       F.array().cast(NODES).alias("members")))
-    events = merged.unionByName(silent).filter(F.col("t") < ctx.until)
-    return events.unionByName(_welcomes(requests)) if reply == REJOINED else events
+    return merged.unionByName(silent).filter(F.col("t") < ctx.until)
 
 
 def _welcomes(requests: DataFrame) -> DataFrame:
@@ -1023,12 +1032,15 @@ def _recovery_events(ctx: _Context, log: DataFrame, versions: DataFrame,
                      moved: DataFrame | None = None) -> list[DataFrame]:
     """The recoveries (only in a whole pass: a renewed one keeps them), and what the rejoins and the
     announcements logged bring (of the requests a `moved` node sent or was sent, if given)."""
-    if ctx.recovers is None:
+    if not ctx.returns:
         return []
-    rejoins, told = ((_logged(log, k) for k in ("rejoin", "announce")) if moved is None
-                     else (_asked(log, (k,), moved) for k in ("rejoin", "announce")))
-    return [*([ctx.recovers] if moved is None else []),
-            _repair_events(ctx, rejoins, versions, REJOINED), _welcomes(_requests(ctx, told))]
+    if moved is None:
+        rejoins, told = _logged(log, "rejoin"), _logged(log, "announce")
+    else:
+        rejoins, told = _asked(log, ("rejoin",), moved), _asked(log, ("announce",), moved)
+    asked = _requests(ctx, rejoins)   # a member welcomes the node, then replies
+    return [*([ctx.recovers] if moved is None else []), _replies(ctx, asked, versions, REJOINED),
+            _welcomes(asked), _welcomes(_requests(ctx, told))]
 
 
 def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
@@ -1100,8 +1112,8 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
 
 def _request_times(ring: Ring, downs: Downs, tm: Timers, until: float, x: np.ndarray, z: np.ndarray,
                    t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Requests (leaf-set or table) from x to z sent at t: their arrival, the replies' arrival, whether z
-    replies."""
+    """Requests (leaf-set, table, rejoin, announcement) from x to z sent at t: their arrival, the replies'
+    arrival, whether z replies (is up at the arrival, before the end)."""
     t_a = (t + ring.prox.dist(x, z).astype(np.float64)) + tm.proc_ms
     t_r = (t_a + ring.prox.dist(z, x).astype(np.float64)) + tm.proc_ms
     return t_a, t_r, ~downs.is_down(z, t_a) & (t_a < until)
@@ -1234,7 +1246,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     via = m["via"].to_numpy(np.int32)
     waited = via == TIMEOUT
     # a lookup that waited for a timeout is lost if its node went down meanwhile, even if back by now
-    dead_now = downs.is_down(at, t) | (waited & (downs.life(at, t) != downs.life(at, t - tm.rto_ms)))
+    went = downs.incarnation(at, t) != downs.incarnation(at, t - tm.rto_ms)
+    dead_now = downs.is_down(at, t) | (waited & went)
     # a hop or a timeout counts when its arrival is handled: before `until`, at a live node
     timeouts = m["timeouts"].to_numpy(np.int32) + (waited & ~dead_now & (t < until))
     hops = m["hops"].to_numpy(np.int32) + ((via == HOP) & (t < until))
@@ -1446,7 +1459,7 @@ def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter
     binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies})
     requests = {("leaf_request", "leaf_reply"): ctx.leaf_asks,
                 ("table_request", "table_reply"): ("table_ask",)}
-    if ctx.recovers is not None:
+    if ctx.returns:
         requests[("rejoin", "rejoin_reply")] = ("rejoin",)
     for (ask, reply), kinds in requests.items():
         sent = log[log.kind.isin(kinds)]
@@ -1455,7 +1468,7 @@ def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter
         binned[ask], binned[reply] = bins.count(t), bins.count(t_a[answered])
     binned["leave"] = bins.count(left)
     kinds = MAINTENANCE
-    if ctx.recovers is not None:
+    if ctx.returns:
         binned["announce"] = bins.count(log[log.kind == "announce"].t.to_numpy(np.float64))
         kinds += RECOVERY
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
