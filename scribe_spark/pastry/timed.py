@@ -609,8 +609,10 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
     rows: list[tuple] = []
+    down, up = wire.downs.down_at(nodes).tolist(), wire.downs.up_at(nodes).tolist()
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire)
+        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire,
+                     (down[g], up[g]))
         rows += _fold_node(node, wire.until, zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]),
                            flat)
     return _rows_batch(rows, schema)
@@ -655,7 +657,7 @@ class _Node:
     """One node's state while it handles its events, and the log of what it did."""
 
     def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True,
-                 wire: _Wire | None = None) -> None:
+                 wire: _Wire | None = None, down: tuple[float, float] = (math.inf, math.inf)) -> None:
         self.ring, self.x, self.half, self.repair, self.wire = ring, x, ring.leaf_set // 2, repair, wire
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
@@ -664,8 +666,7 @@ class _Node:
         self.emptied: set[int] = set()        # every node it ever declared: its converged entries stay empty
         self.heard: dict[int, float] = {}     # node -> when it last said it is back
         self.told: set[int] | None = None     # once back up: the nodes it told so (asked or announced to)
-        down, up = (wire.downs.down_at([x])[0], wire.downs.up_at([x])[0]) if wire else (math.inf, math.inf)
-        self.down, self.up = float(down), float(up)
+        self.down, self.up = down               # when it goes down and comes back (inf: never)
         self.asking: dict[int, int] = {}      # slot -> the node asked for it now
         self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
         # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
