@@ -1077,7 +1077,7 @@ def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame
     live = versions.filter(F.col("t_from") < F.col("t_to"))   # versions made at one time: the last one holds
     read = (pairs.join(ctx.overlay.state.select(F.col(ID).alias("w"), F.col("rt").alias("wrt")), "w")
             .join(live.withColumnRenamed("node", "w"), "w", "left"))
-    entry = _entry_at(F.col("s"), "wrt")
+    entry = _entry_at(F.col("s"), "wrt", ctx.returns)
     entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
     read = read.select("node", "s", "w", F.coalesce("t_from", F.lit(-math.inf)).alias("set_t"),
                        entry.cast(T.LongType()).alias("entry"))
@@ -1162,15 +1162,16 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     none = F.array().cast(NODES)
     dead = F.coalesce("dead", none)
     fills = _fills()
-    entry = _entry_at(F.col("slot"), "rt")
+    entry = _entry_at(F.col("slot"), "rt", ctx.returns)
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
-    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), _remembered(e)))
+    back = ctx.returns
+    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), _remembered(e, back)))
     forgot = F.coalesce("forgot", none)
+    nbr = F.filter("nbr", lambda v: ~F.array_contains(forgot, v)) if ctx.returns else F.col("nbr")
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
                F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
                entry.alias("entry"), F.when(entry >= 0, none).otherwise(table).alias("rt"),
-               F.when(entry >= 0, none).otherwise(F.filter("nbr", lambda v: ~F.array_contains(forgot, v)))
-               .alias("nbr")]
+               F.when(entry >= 0, none).otherwise(nbr).alias("nbr")]
 
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
@@ -1185,15 +1186,18 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
                    unsized=True)
 
 
-def _entry_at(slot: Column, rt: str) -> Column:
+def _entry_at(slot: Column, rt: str, returns: bool) -> Column:
     """A version's table entry at `slot`: refilled, else the table `rt` started with (-1: empty); the
-    caller leaves out the nodes known dead."""
-    converged = _remembered(F.try_element_at(rt, slot + 1))
+    caller leaves out the nodes known dead (`_remembered`: with returns, those no longer dead too)."""
+    converged = _remembered(F.try_element_at(rt, slot + 1), returns)
     return F.coalesce(F.try_element_at(_fills(), slot), converged, F.lit(-1))
 
 
-def _remembered(entry: Column) -> Column:
-    """A converged table entry, or -1 if it names a node once known dead (its entries were emptied)."""
+def _remembered(entry: Column, returns: bool) -> Column:
+    """A converged table entry, or -1 if it names a node once known dead (its entries were emptied); in a
+    run without returns no such node is alive again, and the dead ones are left out by the caller."""
+    if not returns:
+        return entry
     return F.when(F.array_contains(F.coalesce("forgot", F.array().cast(NODES)), entry), -1).otherwise(entry)
 
 
