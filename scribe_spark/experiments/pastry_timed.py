@@ -148,8 +148,7 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
     notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "returns": len(gone.returns),
-             "lookups": len(lookups),
-             "passes": got.passes, "messages": dict(got.messages)}
+             "lookups": len(lookups), "passes": got.passes, "messages": dict(got.messages)}
     return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
             "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
             "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep)}]),
