@@ -7,10 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark.experiments.pastry_timed import _differences
+from scribe_spark.experiments.pastry_timed import Departures, _differences, reference_run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry import timed
-from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
 from tests.helpers import small_ring
 
 TM = timed.Timers(keepalive_ms=1000.0, failure_timeout_ms=1000.0, rto_ms=500.0, proc_ms=1.0,
@@ -21,14 +20,7 @@ NO_LOOKUPS = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []}
 def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: float,
                lookups: pd.DataFrame = NO_LOOKUPS):
     """The sequential reference's run on the same ring, links, keep-alive phases and lookups."""
-    params = TimedParams(keepalive_ms=TM.keepalive_ms, failure_timeout_ms=TM.failure_timeout_ms,
-                         rto_ms=TM.rto_ms, proc_ms=TM.proc_ms, lookup_timeout_ms=TM.lookup_timeout_ms,
-                         table_repair=TM.table_repair)
-    phase = timed.keepalive_phase(np.arange(ring.n), seed, TM.keepalive_ms)
-    sim = TimedPastry(ring, lambda u, v: float(ring.prox.dist([u], [v])[0]), params, phase)
-    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
-    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
-    return sim.run(crashes, asked, until, leaves, recoveries=back)
+    return reference_run(ring, TM, seed, Departures(crashes, leaves, back), lookups, until)
 
 
 @pytest.mark.slow

@@ -174,6 +174,13 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
 
     `width` is the run's bin of messages (any width when the run counted them in one bin).
     """
+    return _differences(got, reference_run(ring, tm, seed, gone, lookups, until), width)
+
+
+def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, lookups: pd.DataFrame,
+                  until: float):
+    """The sequential reference's run on a Spark run's inputs: the ring's links, the seed's keep-alive
+    phases, the departures and returns, the lookups."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
 
     def link(u: int, v: int) -> float:
@@ -184,8 +191,7 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
-    ref = TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves, gone.returns)
-    return _differences(got, ref, width)
+    return TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves, gone.returns)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:

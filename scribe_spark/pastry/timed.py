@@ -104,6 +104,7 @@ RECOVER, WELCOME, REJOINED = "recover", "welcome", "rejoined"
 REPLIES = (MERGE, TABLE, REJOINED)   # their set_t is the asked node's time, not the asker's
 RECOVER_ORD = -2**30   # a recovery's rejoin timers: before those of any handler at the same time
 RECOVERY = ("rejoin", "rejoin_reply", "announce")   # the messages of recoveries
+LEAF_ASKS = ("repair_start", "reask")   # the log's leaf-set requests: repairs, and requests sent again
 TIMERS_PER_EVENT = 4   # more timers than one handler starts: a timer's order is event * this + its own
 # a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
 # failure_timeout_ms they fire together, in that order)
@@ -298,11 +299,6 @@ class _Context:
         return self.overlay.ring_bc
 
     @property
-    def leaf_asks(self) -> tuple[str, ...]:
-        """The log's kinds of leaf-set requests: repairs, and (with recoveries) requests sent again."""
-        return ("repair_start", "reask") if self.returns else ("repair_start",)   # a plan as before if none
-
-    @property
     def returns(self) -> bool:
         """Whether any node comes back before the end."""
         return self.recovers is not None
@@ -420,7 +416,7 @@ def _maintain(ctx: _Context, events: DataFrame, changed: DataFrame | None,
         log = _cut(_fold(ctx, events))
         versions = _cut(_versions(log))
         made = _union(_keepalive_events(ctx, versions),
-                      _repair_events(ctx, _logged(log, *ctx.leaf_asks), versions),
+                      _repair_events(ctx, _logged(log, *LEAF_ASKS), versions),
                       _leave_events(ctx, versions), _books(ctx, log, events, versions) if asks else None,
                       *_recovery_events(ctx, log, versions))
     else:
@@ -469,7 +465,7 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
                     | (kind == RECOVER))
             .drop("_node_moved", "_other_moved"))
     made = _union(kept, _keepalive_events(ctx, _among(versions, moved, "node"), moved),
-                  _repair_events(ctx, _asked(log, ctx.leaf_asks, moved), versions),
+                  _repair_events(ctx, _asked(log, LEAF_ASKS, moved), versions),
                   _leave_events(ctx, versions, moved),
                   _books(ctx, log, events, versions, moved) if asks else None,
                   *_recovery_events(ctx, log, versions, moved))
@@ -483,7 +479,7 @@ def _union(*frames: DataFrame | None) -> DataFrame:
 
 def _logged(log: DataFrame, *kinds: str) -> DataFrame:
     """The log's rows of these kinds."""
-    return log.filter(F.col("kind") == kinds[0] if len(kinds) == 1 else F.col("kind").isin(*kinds))
+    return log.filter(F.col("kind").isin(*kinds))
 
 
 def _asked(log: DataFrame, kinds: tuple[str, ...], moved: DataFrame) -> DataFrame:
@@ -1167,7 +1163,7 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     back = ctx.returns
     table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), _remembered(e, back)))
     forgot = F.coalesce("forgot", none)
-    nbr = F.filter("nbr", lambda v: ~F.array_contains(forgot, v)) if ctx.returns else F.col("nbr")
+    nbr = F.filter("nbr", lambda v: ~F.array_contains(forgot, v)) if back else F.col("nbr")
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
                F.coalesce("npred", F.lit(ctx.overlay.ring.leaf_set // 2)).alias("npred"), dead.alias("dead"),
                entry.alias("entry"), F.when(entry >= 0, none).otherwise(table).alias("rt"),
@@ -1462,7 +1458,7 @@ def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter
     probes, replies = _probe_counts(ctx, last.frames["versions"], bins)
     left = _leave_notices(ctx, last.frames["versions"]).select("t").toPandas().t.to_numpy(np.float64)
     binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies})
-    requests = {("leaf_request", "leaf_reply"): ctx.leaf_asks,
+    requests = {("leaf_request", "leaf_reply"): LEAF_ASKS,
                 ("table_request", "table_reply"): ("table_ask",)}
     if ctx.returns:
         requests[("rejoin", "rejoin_reply")] = ("rejoin",)
