@@ -104,7 +104,6 @@ def test_what_a_job_shared_is_freed_when_it_ends_and_nothing_before(spark):
     shared.free_since(made)
     assert not folder.exists() and not tied.exists() and not hasattr(kept, "_scribe_kept")
     assert share(spark.sparkContext, ringlike) is not kept   # shared anew
-
     assert _seen(spark, before, lambda a: int(a.sum())) == repr(int(np.arange(20_000).sum()))
     shared.free_since(made)
     shared.release(before)
