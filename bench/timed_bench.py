@@ -70,7 +70,7 @@ def check(ring, crashes, lookups, until, timers, got) -> tuple[float, bool]:
     """The sequential reference on the same inputs: its wall time and whether it agrees."""
     from scribe_spark.experiments.pastry_timed import Departures, reference_differences
     t0 = time.time()
-    differ = reference_differences(ring, timers, 0, Departures(crashes, {}), lookups, until, until, got)
+    differ = reference_differences(ring, timers, 0, Departures.of_times(crashes), lookups, until, until, got)
     return time.time() - t0, not differ
 
 

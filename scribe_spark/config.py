@@ -717,7 +717,8 @@ class PastryTimedParams(AnyProximity):
     leave_share: float = share(0.0, "share of the session ends that are graceful leaves (the node tells its "
                                     "leaf set first); the others are crashes")
     recover_share: float = share(0.0, "share of the departures (crash or leave) after which the node comes "
-                                      "back, with its id and the state it had, after a downtime")
+                                      "back, with its id and the state it had, after a downtime, for a new "
+                                      "session from the law")
     mean_downtime_s: float = knob(60.0, "mean downtime of a node that comes back (exponential; a return "
                                         "after duration_s does not happen)", unit="s", lo=0.0, hi=TIME_MAX_S,
                                   lo_open=True)

@@ -120,3 +120,29 @@ def members_by_epoch(trace: pd.DataFrame, epochs: int, epoch_s: float) -> list[i
         out.append(int((joined & (end >= until)).sum()))
         joined |= (start > until - epoch_s) & (start <= until)
     return out
+
+
+Times = float | list[float] | tuple[float, ...]
+
+
+def outages(crashes: dict[int, Times], leaves: dict[int, Times] | None = None,
+            returns: dict[int, Times] | None = None) -> list[tuple[int, float, float, bool]]:
+    """Each node's down intervals (node, down, up, graceful), by node then time, from {node: time or
+    times} of its crashes, graceful leaves and returns (up inf: not back); raise ValueError unless each
+    node alternates, down then back then down again, every time after the one before."""
+    def times(of: dict[int, Times] | None) -> dict[int, list[float]]:
+        return {int(v): [float(t) for t in (ts if isinstance(ts, (list, tuple)) else [ts])]
+                for v, ts in (of or {}).items()}
+    crash, leave, back = times(crashes), times(leaves), times(returns)
+    out = []
+    for v in sorted(set(crash) | set(leave) | set(back)):
+        downs = sorted([(t, False) for t in crash.get(v, [])] + [(t, True) for t in leave.get(v, [])])
+        ups = sorted(back.get(v, []))
+        if len(ups) > len(downs):
+            raise ValueError("a node comes back only after it went down")
+        ups += [math.inf] * (len(downs) - len(ups))
+        flat = [t for (d, _), u in zip(downs, ups) for t in (d, u)]
+        if not all(a < b for a, b in zip(flat, flat[1:])):
+            raise ValueError(f"node {v} must go down and come back in turn, each time after the one before")
+        out += [(v, d, u, graceful) for (d, graceful), u in zip(downs, ups)]
+    return out

@@ -34,6 +34,7 @@ class Purpose:
     RING = 16                # the ring's blocks after the first (scope: nodes, block)
     LOOKUP_BLOCKS = 17       # lookups' later blocks (scope: their first block's scope and purpose, block)
     RETURNS = 18             # pastry_timed: which departed nodes come back, and after how long (nodes)
+    SESSIONS = 19            # pastry_timed: the sessions after a return, how they end (nodes, round)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -20,7 +20,18 @@ NO_LOOKUPS = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []}
 def _reference(ring, seed: int, crashes: dict, leaves: dict, back: dict, until: float,
                lookups: pd.DataFrame = NO_LOOKUPS):
     """The sequential reference's run on the same ring, links, keep-alive phases and lookups."""
-    return reference_run(ring, TM, seed, Departures(crashes, leaves, back), lookups, until)
+    return reference_run(ring, TM, seed, Departures.of_times(crashes, leaves, back), lookups, until)
+
+
+def _times(of: dict, v: int) -> list[float]:
+    """A node's times in {node: time or times}."""
+    t = of.get(v, [])
+    return list(t) if isinstance(t, list) else [t]
+
+
+def _add(of: dict, v: int, t: float) -> None:
+    """One more time of node v."""
+    of[v] = [*_times(of, v), t]
 
 
 @pytest.mark.slow
@@ -40,6 +51,11 @@ def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(
     crashes = {v: float(rng.uniform(0, 15_000)) for v in down[:12]}
     leaves = {v: float(rng.uniform(0, 15_000)) for v in down[12:]}
     back = {v: t + float(rng.uniform(100, 6_000)) for v, t in list({**crashes, **leaves}.items())[:10]}
+    for i, (v, t) in enumerate(list(back.items())[:6]):   # down again, as a crash or a leave; half back again
+        again = t + float(rng.uniform(500, 4_000))
+        _add(leaves if i % 2 else crashes, v, again)
+        if i < 3:
+            _add(back, v, again + float(rng.uniform(100, 3_000)))
     free = [int(v) for v in range(ring.n) if v not in crashes and v not in leaves]
     leaf = timed.kernels.leaf_sets(ring, np.array(free))
     phase = timed.keepalive_phase(np.arange(ring.n), seed, TM.keepalive_ms)
@@ -65,6 +81,10 @@ def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(
     p, q = next((a, int(leaf[i][0])) for i, a in enumerate(free)
                 if not {a, int(leaf[i][0])} & {*crashes, *leaves, x, y, z, m, u, v, w})
     crashes[q], back[q] = 30_000.0, 30_300.0
+    # r is down twice: its first rejoins' replies come while it is down again, and their timers 1 ms after
+    # its second return, before any reply to its second rejoins: they do nothing
+    r = next(a for a in free if a not in {x, m, y, z, u, v, w, p, q})
+    crashes[r], back[r] = [12_000.0, 12_102.0], [12_100.0, 12_100.0 + TM.failure_timeout_ms - 1.0]
     k = 40   # and lookups at random after x's return
     lookups = pd.DataFrame({"t_issue": np.r_[np.sort(rng.uniform(8_000, until, k)), 30_100.0],
                             "src": np.r_[rng.integers(0, ring.n, k), p],
@@ -99,3 +119,6 @@ def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(
     assert (last["outcome"], last["dest"], last["timeouts"]) == ("correct", q, 1)
     assert (q, p) not in {(f, d) for f, d, _c, _t in ref.detections}
     assert {look["outcome"] for look in ref.lookups} >= {"correct", "not_issued"}
+    goings = {(f, c) for f, _d, c, _t in ref.detections}
+    assert len(goings) - len({f for f, _c in goings}) >= 3   # nodes noticed gone twice
+    assert not [d for _f, d, _c, t in ref.detections if d == r and back[r][1] <= t < 14_000.0]

@@ -60,8 +60,9 @@ def test_every_sweep_point_draws_the_same_numbers(tmp_path):
     p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
     (short, asked), (long, again) = workload(p, 600.0), workload(p, 1200.0)
     pd.testing.assert_frame_equal(asked, again)
-    assert long.times == {v: 2 * t for v, t in short.times.items() if 2 * t < 60_000.0} and long.times
-    assert all((v in long.leaves) == (v in short.leaves) for v in long.times)   # a node leaves at every point
+    first = [g.spans.drop_duplicates("node").set_index("node") for g in (short, long)]   # first goings
+    assert first[1].down.to_dict() == {v: 2 * t for v, t in first[0].down.items() if 2 * t < 50_000.0}
+    assert len(first[1]) and (first[1].graceful == first[0].graceful[first[1].index]).all()   # the same way
 
 
 @pytest.mark.slow
@@ -130,7 +131,7 @@ def test_a_run_without_departures_or_lookups_has_empty_tables_not_errors(spark):
         detections = pd.DataFrame({"failed": [], "detector": [], "t": []}).astype(float)
         repair_starts = pd.DataFrame({"node": [], "failed": [], "asked": [], "t": []}).astype(float)
         repairs = pd.DataFrame({"node": [], "t": []}).astype(float)
-    rep = repairs(Departures({}, {}), Run).assign(mean_session_s=600.0, keepalive_s=3.0)
+    rep = repairs(Departures.of_times({}), Run).assign(mean_session_s=600.0, keepalive_s=3.0)
     assert rep.empty and rep.graceful.dtype == bool and _delays(rep).empty
     none = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
     assert timed._lookup_frame(spark, small_ring(30), none).count() == 0

@@ -291,9 +291,9 @@ PASTRY_TIMED = {t.name: t for t in (
           ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("time_s", "s", "simulated time at the start of the bin"),
           ("members", "", "live nodes at the end of the bin"),
-          ("crashes", "", "nodes that crashed in the bin"),
-          ("leaves", "", "nodes that left gracefully in the bin"),
-          ("returns", "", "nodes that came back in the bin (recover_share)"),
+          ("crashes", "", "crashes in the bin"),
+          ("leaves", "", "graceful leaves in the bin"),
+          ("returns", "", "returns in the bin: nodes that came back (recover_share)"),
           ("lookups", "", "lookups issued in the bin (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
                                       "at delivery"),
@@ -329,7 +329,7 @@ PASTRY_TIMED = {t.name: t for t in (
                      "end)",
           ("mean_session_s", "s", "the sweep point's mean session time"),
           ("keepalive_s", "s", "the sweep point's keep-alive period"),
-          ("node", "", "the node that crashed or left"),
+          ("node", "", "the node that crashed or left (a row each time it did)"),
           ("left_s", "s", "simulated time of the crash or leave"),
           ("graceful", "", "True for a graceful leave, False for a crash"),
           ("detectors", "", "nodes that declared it failed (by a probe, a leaf-set request, a lookup or its "
@@ -341,12 +341,13 @@ PASTRY_TIMED = {t.name: t for t in (
           ("leaf_sets_repaired_after_s", "s", "time from the departure until every leaf-set holder that "
                                               "declared it had merged a leaf-set reply after declaring it"),
           ("back_s", "s", "simulated time the node came back (empty: it did not); the columns above also "
-                          "count the declarations made after it came back, by nodes it had not told")),
+                          "count the declarations made after it came back and before it next went, by "
+                          "nodes it had not told")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the whole run",
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),
-          ("departures", "", "nodes that crashed or left"),
-          ("returns", "", "of those, nodes that came back"),
+          ("departures", "", "crashes and graceful leaves (a node that went twice counts twice)"),
+          ("returns", "", "of those, the ones the node came back from"),
           ("lookups", "", "lookups issued (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key"),
           ("lookup_wrong", "share", "delivered to another node"),

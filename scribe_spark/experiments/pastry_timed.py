@@ -1,18 +1,17 @@
 """Experiment pastry_timed: Pastry in simulated time while nodes crash or leave, bin by bin.
 
-`nodes` members start converged. Each draws what remains of a session under way from `session`'s
-law (mean `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a
-share `leave_share` of them: the node tells its leaf set first) or a crash. A share `recover_share`
-of the departed nodes come back after an exponential downtime (mean `mean_downtime_s`) with their id
-and last state, and ask their last leaf set to take them back; the others stay down (nobody joins
-yet). Leaf-set members probe each other every `keepalive_s`; a
-member unanswered `failure_timeout_s` after a probe is declared failed and the leaf set repaired,
-and a routing-table entry that names a node declared failed is refilled by asking the entries of its row;
-lookups of random keys from random nodes are issued as a Poisson process of
-`lookups_per_node_s` per node and routed hop by hop at the link delays, a forwarder that sends to
-a dead node learning it `rto_ms` later (`pastry.timed`, docs/model.md, "Simulated time"). With
-`check = true` the sequential reference simulation runs on the same inputs and the run stops if
-any lookup, detection, repair or message count differs.
+`nodes` members start converged. Each draws what remains of a session under way from `session`'s law (mean
+`mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a share `leave_share`
+of them: the node tells its leaf set first) or a crash. After a share `recover_share` of the departures
+the node comes back after an exponential downtime (mean `mean_downtime_s`) with its id and last state,
+asks its last leaf set to take it back, and lives a new session from the law, and so on; the others stay
+down (nobody joins yet). Leaf-set members probe each other every `keepalive_s`; a member unanswered
+`failure_timeout_s` after a probe is declared failed and the leaf set repaired, and a routing-table entry
+that names a node declared failed is refilled by asking the entries of its row; lookups of random keys
+from random nodes are issued as a Poisson process of `lookups_per_node_s` per node and routed hop by hop
+at the link delays, a forwarder that sends to a dead node learning it `rto_ms` later (`pastry.timed`,
+docs/model.md, "Simulated time"). With `check = true` the sequential reference simulation runs on the same
+inputs and the run stops if any lookup, detection, repair or message count differs.
 
 `mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same
 converged state with the same draws. Tables: `timeline.csv` (one row per point and bin of `bin_s`:
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,7 +36,7 @@ from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import timed
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import build_overlay
-from scribe_spark.sessions import SessionLaw
+from scribe_spark.sessions import SessionLaw, Times, outages
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
@@ -59,16 +58,49 @@ WHOLE_RUN = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms
 
 @dataclass(frozen=True)
 class Departures:
-    """Who goes when (ms): the crashes and the graceful leaves, and who of them comes back when."""
+    """Who goes when and comes back when (ms): a row per time a node goes down, by node then time (node,
+    down, up, graceful; up inf: not back before the end)."""
 
-    crashes: dict[int, float]
-    leaves: dict[int, float]
-    returns: dict[int, float] = field(default_factory=dict)
+    spans: pd.DataFrame
+
+    @classmethod
+    def of(cls, node: np.ndarray, down: np.ndarray, up: np.ndarray, graceful: np.ndarray) -> "Departures":
+        """From a row per going, in any order."""
+        spans = pd.DataFrame({"node": np.asarray(node, np.int64), "down": np.asarray(down, np.float64),
+                              "up": np.asarray(up, np.float64), "graceful": np.asarray(graceful, bool)})
+        return cls(spans.sort_values(["node", "down"], kind="stable").reset_index(drop=True))
+
+    @classmethod
+    def of_times(cls, crashes: dict[int, Times], leaves: dict[int, Times] | None = None,
+                 returns: dict[int, Times] | None = None) -> "Departures":
+        """From {node: time or times} of crashes, graceful leaves and returns (`sessions.outages`)."""
+        rows = outages(crashes, leaves, returns)
+        return cls.of(*(list(c) for c in zip(*rows))) if rows else cls.of([], [], [], [])
+
+    def _times(self, rows: pd.DataFrame, col: str) -> dict[int, list[float]]:
+        """{node: its times in `col`} of these rows."""
+        return {int(v): g[col].tolist() for v, g in rows.groupby("node", sort=True)}
 
     @property
-    def times(self) -> dict[int, float]:
-        """Every departure, crash or leave."""
-        return {**self.crashes, **self.leaves}
+    def crashes(self) -> dict[int, list[float]]:
+        """{node: when it crashes}."""
+        return self._times(self.spans[~self.spans.graceful], "down")
+
+    @property
+    def leaves(self) -> dict[int, list[float]]:
+        """{node: when it leaves gracefully}."""
+        return self._times(self.spans[self.spans.graceful], "down")
+
+    @property
+    def returns(self) -> dict[int, list[float]]:
+        """{node: when it comes back}."""
+        return self._times(self.spans[np.isfinite(self.spans.up)], "up")
+
+    def counts(self) -> dict[str, int]:
+        """How many crashes, leaves and returns."""
+        s = self.spans
+        return {"crashes": int((~s.graceful).sum()), "leaves": int(s.graceful.sum()),
+                "returns": int(np.isfinite(s.up).sum())}
 
 
 @dataclass(frozen=True)
@@ -98,21 +130,41 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     numbers), the session ends scaled by its mean, the same lookups.
     """
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
-    ends = 1000.0 * SessionLaw.of(p, mean_session_s).residuals(rng, p.nodes)
-    until = 1000.0 * p.duration_s
-    going = np.flatnonzero(ends < until)
-    graceful = (stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share)[going]   # per node
+    law = SessionLaw.of(p, mean_session_s)
+    ends = 1000.0 * law.residuals(rng, p.nodes)
+    graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share   # per node
     back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
     comes = back.random(p.nodes) < p.recover_share
     up = ends + 1000.0 * p.mean_downtime_s * back.exponential(1.0, p.nodes)
-    gone = Departures({int(v): float(ends[v]) for v in going[~graceful]},
-                      {int(v): float(ends[v]) for v in going[graceful]},
-                      {int(v): float(up[v]) for v in going if comes[v] and ends[v] < up[v] < until})
+    gone = _sessions(p, law, ends, graceful, comes, up)
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
-    lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, until, count)),
+    lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)),
                             "src": rng.integers(0, p.nodes, count), "key_hi": khi, "key_lo": klo})
     return gone, lookups
+
+
+def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful: np.ndarray,
+              comes: np.ndarray, up: np.ndarray) -> Departures:
+    """Every node's goings and returns before the end, from its first session's end, how it ends, whether
+    it comes back and when: after a return a node lives a whole new session from the law, and so on.
+    Round k draws every node's k-th session and its end, so each node's draws do not depend on others'."""
+    until, n = 1000.0 * p.duration_s, p.nodes
+    rows, live, k = [], np.ones(n, bool), 0
+    while live.any():
+        going = np.flatnonzero(live & (ends < until))
+        back = comes[going] & (ends[going] < up[going]) & (up[going] < until)
+        rows.append((going, ends[going], np.where(back, up[going], np.inf), graceful[going]))
+        live = np.zeros(n, bool)
+        live[going[back]] = True
+        k += 1
+        again = stream(p.seed, Purpose.SESSIONS, n, k)
+        start = up
+        ends = start + 1000.0 * law.sessions(again, n)
+        graceful = again.random(n) < p.leave_share
+        comes = again.random(n) < p.recover_share
+        up = ends + 1000.0 * p.mean_downtime_s * again.exponential(1.0, n)
+    return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
@@ -135,8 +187,9 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     """One sweep point: simulate, check against the reference, and tabulate."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
-    back = f", {len(gone.returns)} come back" if gone.returns else ""
-    run.log(f"{at.label}: within {p.duration_s:g} s {len(gone.crashes)} crash and {len(gone.leaves)} leave"
+    n = gone.counts()
+    back = f", {n['returns']} come back" if n["returns"] else ""
+    run.log(f"{at.label}: within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
             f"{back}; {len(lookups):,} lookups")
     got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
                          bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
@@ -147,8 +200,8 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
         _check(p, at, run, ring, gone, lookups, got)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
-    notes = {**keys, "crashes": len(gone.crashes), "leaves": len(gone.leaves), "returns": len(gone.returns),
-             "lookups": len(lookups), "passes": got.passes, "messages": dict(got.messages)}
+    notes = {**keys, **gone.counts(), "lookups": len(lookups), "passes": got.passes,
+             "messages": dict(got.messages)}
     return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
             "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
             "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep)}]),
@@ -230,8 +283,10 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     ends = np.minimum(starts + width, until)
     alive_s, members = _alive(ring.n, gone, starts, ends)
     rows = pd.DataFrame({"time_s": starts / 1000.0, "members": members})
-    for name, times in (("crashes", gone.crashes), ("leaves", gone.leaves), ("returns", gone.returns)):
-        at = np.fromiter(times.values(), np.float64, len(times)) // width
+    s = gone.spans
+    for name, times in (("crashes", s.down[~s.graceful]), ("leaves", s.down[s.graceful]),
+                        ("returns", s.up[np.isfinite(s.up)])):
+        at = times.to_numpy(np.float64) // width
         rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
@@ -267,14 +322,14 @@ def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:
 
 def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per bin [start, end): the node-seconds lived in it, and the nodes alive at its end."""
-    t = np.sort(np.fromiter(gone.times.values(), np.float64, len(gone.times)))
+    t = np.sort(gone.spans.down.to_numpy(np.float64))
     before = np.r_[0.0, np.cumsum(t)]   # sums of the first k departure times
     i, j = np.searchsorted(t, starts, "right"), np.searchsorted(t, ends, "left")
-    stay = n - len(t)   # the nodes that never leave
-    lived = (before[j] - before[i]) - (j - i) * starts + (stay + len(t) - j) * (ends - starts)
-    members = stay + len(t) - np.searchsorted(t, ends, "right")
-    if gone.returns:   # and the time lived after coming back: from max(start, up) to the end of the bin
-        u = np.sort(np.fromiter(gone.returns.values(), np.float64, len(gone.returns)))
+    lived = (before[j] - before[i]) - (j - i) * starts + (n - j) * (ends - starts)
+    members = n - np.searchsorted(t, ends, "right")
+    u = np.sort(gone.spans.up.to_numpy(np.float64))
+    u = u[np.isfinite(u)]
+    if len(u):   # and the time lived after coming back: from max(start, up) to the end of the bin
         after = np.r_[0.0, np.cumsum(u)]
         i, j = np.searchsorted(u, starts, "right"), np.searchsorted(u, ends, "left")
         lived = lived + i * (ends - starts) + (j - i) * ends - (after[j] - after[i])
@@ -287,18 +342,30 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
     """A sweep point over the whole run: lookups, maintenance per node and second, crash delays."""
     whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
     until = 1000.0 * p.duration_s
-    end = timed.Downs.of(gone.times).down_at(np.arange(ring.n))
-    alive_s = np.minimum(end, until).sum() / 1000.0
-    if gone.returns:
-        alive_s += (until - np.fromiter(gone.returns.values(), np.float64, len(gone.returns))).sum() / 1000.0
+    alive_s = _lived(ring.n, gone, until)
     sent = float(_sent(got.maintenance, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
     crashed = rep[~rep.graceful]
-    return {"departures": len(rep), "returns": len(gone.returns), "lookups": int(whole.lookups),
+    return {"departures": len(rep), "returns": gone.counts()["returns"], "lookups": int(whole.lookups),
             **{c: whole[c] for c in WHOLE_RUN},
             "maintenance_msgs_per_node_s": sent / alive_s,
             "maintenance_bytes_per_node_s": float(_bytes(got.maintenance, p.leaf_set).sum()) / alive_s,
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
+
+
+def _lived(n: int, gone: Departures, until: float) -> float:
+    """The node-seconds lived in the run: each node until it first goes (or the end), then from each
+    return to its next going (or the end)."""
+    s = gone.spans
+    first = s.drop_duplicates("node")
+    end = np.full(n, np.inf)
+    end[first.node.to_numpy(np.int64)] = first.down.to_numpy(np.float64)
+    lived = np.minimum(end, until).sum() / 1000.0
+    back = np.isfinite(s.up.to_numpy())
+    if back.any():
+        nxt = s.groupby("node").down.shift(-1).fillna(np.inf).to_numpy(np.float64)
+        lived += (np.minimum(nxt[back], until) - s.up.to_numpy(np.float64)[back]).sum() / 1000.0
+    return float(lived)
 
 
 def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: float, n: int,
@@ -326,24 +393,31 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     """One row per departure: who noticed it and when, and when the leaf sets that held it were whole."""
-    left = pd.Series(gone.times, name="t_left", dtype=np.float64).rename_axis("node").sort_values()
-    seen = got.detections.groupby("failed").t.agg(["size", "min"])
+    left = gone.spans.sort_values("down").reset_index(drop=True)
+    goings = left[["node", "down"]].rename(columns={"node": "failed"})
+
+    def going(frame: pd.DataFrame) -> pd.DataFrame:
+        """Each row with the departure it is about: its failed node's last going at or before its time."""
+        return pd.merge_asof(frame.astype({"failed": np.int64}).sort_values("t"), goings, left_on="t",
+                             right_on="down", by="failed")
+    seen = going(got.detections).groupby(["failed", "down"]).t.agg(["size", "min"])
     # the leaf-set holders that declared it, each repaired by the first reply it merges after that
-    held = got.repair_starts.sort_values("t").drop_duplicates(["failed", "node"])
+    held = going(got.repair_starts).drop_duplicates(["failed", "down", "node"])
     fixed = got.repairs.rename(columns={"t": "t_fixed"}).sort_values("t_fixed")
     held = pd.merge_asof(held, fixed, left_on="t", right_on="t_fixed", by="node", direction="forward",
                          allow_exact_matches=False)   # a merge at the declaration's time came before it
-    leaf = held.groupby("failed").agg(n=("node", "size"), last=("t", "max"),
-                                      fixed=("t_fixed", lambda v: v.max(skipna=False)))
-    out = pd.DataFrame({"node": left.index.to_numpy(np.int64), "left_s": left.to_numpy() / 1000.0,
-                        "graceful": np.array([v in gone.leaves for v in left.index], dtype=bool)})
-    t0 = left.to_numpy()
-    out["detectors"] = seen["size"].reindex(left.index, fill_value=0).to_numpy()
-    out["leaf_detectors"] = leaf.n.reindex(left.index, fill_value=0).to_numpy()
-    out["detected_after_s"] = (seen["min"].reindex(left.index).to_numpy() - t0) / 1000.0
-    out["leaf_detected_after_s"] = (leaf["last"].reindex(left.index).to_numpy() - t0) / 1000.0
-    out["leaf_sets_repaired_after_s"] = (leaf.fixed.reindex(left.index).to_numpy() - t0) / 1000.0
-    out["back_s"] = np.array([gone.returns.get(v, np.nan) for v in left.index], np.float64) / 1000.0
+    leaf = held.groupby(["failed", "down"]).agg(n=("node", "size"), last=("t", "max"),
+                                                fixed=("t_fixed", lambda v: v.max(skipna=False)))
+    key = pd.MultiIndex.from_arrays([left.node, left.down], names=["failed", "down"])
+    t0 = left.down.to_numpy(np.float64)
+    out = pd.DataFrame({"node": left.node.to_numpy(np.int64), "left_s": t0 / 1000.0,
+                        "graceful": left.graceful.to_numpy(bool)})
+    out["detectors"] = seen["size"].reindex(key, fill_value=0).to_numpy()
+    out["leaf_detectors"] = leaf.n.reindex(key, fill_value=0).to_numpy()
+    out["detected_after_s"] = (seen["min"].reindex(key).to_numpy() - t0) / 1000.0
+    out["leaf_detected_after_s"] = (leaf["last"].reindex(key).to_numpy() - t0) / 1000.0
+    out["leaf_sets_repaired_after_s"] = (leaf.fixed.reindex(key).to_numpy() - t0) / 1000.0
+    out["back_s"] = np.where(np.isfinite(left.up), left.up, np.nan) / 1000.0
     return out
 
 

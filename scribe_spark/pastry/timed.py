@@ -23,15 +23,15 @@ lost past lookup_timeout_ms or max_attempts hops plus timeouts, or when its node
 delivered, it is correct when it ends at the live node numerically closest to its key at that time.
 Nothing at or after `until_ms` happens.
 
-**Returns.** A node down may come back once, at a given time (RECOVER, before all else then), with
-the state it had but knowing no node dead: it ticks again, and asks every member of its last leaf set
-to take it back (a rejoin, timed as a leaf-set request). A live member welcomes it (WELCOME: no longer
-dead there, and in the leaf set if among the nearest) and replies with its leaf set, which the node
-merges (REJOINED, no repair logged); after each merge it tells the members it has not told yet
-(announce: a WELCOME at each). Timers and replies of its life before the return do nothing
-(`_Node.ignores`); a node heard back within a request's timeout is not declared failed by it (a
-leaf-set request is sent again: `reask`). Table and neighbourhood entries once emptied stay empty
-(`forgot`).
+**Returns.** A node down may come back at a given time (RECOVER, before all else then), and go down and
+come back again as often as the times given say (`Downs`: a row per down interval), each time with the
+state it had but knowing no node dead: it ticks again, and asks every member of its last leaf set to take
+it back (a rejoin, timed as a leaf-set request). A live member welcomes it (WELCOME: no longer dead there,
+and in the leaf set if among the nearest) and replies with its leaf set, which the node merges (REJOINED,
+no repair logged); after each merge it tells the members it has not told yet (announce: a WELCOME at
+each). Timers and replies of a life before the return do nothing (`_Node.ignores`: set before the node's
+last going); a node heard back within a request's timeout is not declared failed by it (a leaf-set request
+is sent again: `reask`). Table and neighbourhood entries once emptied stay empty (`forgot`).
 
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
@@ -82,7 +82,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from scribe_spark import bsp, ids
+from scribe_spark import bsp, ids, sessions
 from scribe_spark.columns import ID
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import leaf_sides
@@ -202,52 +202,68 @@ class Timers:
 
 @dataclass(frozen=True)
 class Downs:
-    """When nodes go down (crash or leave) and come back, if they do: at most one down interval [down, up)
-    per node, in a table of those nodes only, for every task to read."""
+    """When nodes go down (crash or leave) and come back, if they do: each node's down intervals [down,
+    up), in time order, one row each, in a table of those nodes only, for every task to read."""
 
-    nodes: np.ndarray   # sorted
+    nodes: np.ndarray   # sorted; a node has a row per interval, in time order
     down: np.ndarray
     up: np.ndarray      # inf: never back
 
     @classmethod
-    def of(cls, downs: dict[int, float], ups: dict[int, float] | None = None) -> "Downs":
-        """From {node: time it goes down} and {node: time it comes back, later} (of nodes in downs)."""
-        ups = ups or {}
-        if any(v not in downs or not float(t) > downs[v] for v, t in ups.items()):
-            raise ValueError("a node comes back only after it went down")
-        nodes = np.array(sorted(downs), dtype=np.int64)
-        return cls(nodes, np.array([float(downs[v]) for v in nodes], dtype=np.float64),
-                   np.array([float(ups.get(v, math.inf)) for v in nodes], dtype=np.float64))
+    def of(cls, downs: dict[int, sessions.Times], ups: dict[int, sessions.Times] | None = None) -> "Downs":
+        """From {node: time or times it goes down} and {node: time or times it comes back}, in turn."""
+        return cls.spans(sessions.outages(downs, returns=ups))
 
-    def _of(self, values: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """Each node's value in `values` (inf for a node that never goes down)."""
+    @classmethod
+    def spans(cls, rows: list[tuple[int, float, float, bool]]) -> "Downs":
+        """From `sessions.outages` rows (node, down, up, graceful), by node then time."""
+        node, down, up = (np.array([r[i] for r in rows], dtype=d) for i, d in
+                          ((0, np.int64), (1, np.float64), (2, np.float64)))
+        return cls(node, down, up)
+
+    def _last(self, nodes: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per node: its row of the last going at or before t (-1: none), its first row, past its last."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        if not len(self.nodes):
-            return np.full(len(nodes), np.inf)
-        i = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
-        return np.where(self.nodes[i] == nodes, values[i], np.inf)
+        t = np.broadcast_to(np.asarray(t, np.float64), nodes.shape)
+        lo, hi = np.searchsorted(self.nodes, nodes), np.searchsorted(self.nodes, nodes, side="right")
+        i = lo - 1
+        todo = np.flatnonzero(lo < hi)
+        while len(todo):   # a node has few intervals: step through them
+            j = i[todo] + 1
+            todo = todo[(j < hi[todo]) & (self.down[np.minimum(j, len(self.down) - 1)] <= t[todo])]
+            i[todo] += 1
+        return np.where(i >= lo, i, -1), lo, hi
 
-    def down_at(self, nodes: np.ndarray) -> np.ndarray:
-        """When each node goes down (inf: never)."""
-        return self._of(self.down, nodes)
-
-    def up_at(self, nodes: np.ndarray) -> np.ndarray:
-        """When each node comes back (inf: never, or never down)."""
-        return self._of(self.up, nodes)
+    def _pick(self, values: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """values[i] where i is a row, inf where it is past the last row or -1."""
+        if not len(values):
+            return np.full(len(i), np.inf)
+        return np.where((i >= 0) & (i < len(values)), values[np.clip(i, 0, len(values) - 1)], np.inf)
 
     def is_down(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Whether each node is down at its time: gone at or before it, and not back by then."""
-        t = np.asarray(t, np.float64)
-        return (self.down_at(nodes) <= t) & (t < self.up_at(nodes))
+        i, _, _ = self._last(nodes, t)
+        return (i >= 0) & (np.asarray(t, np.float64) < self._pick(self.up, i))
 
     def incarnation(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Each node's incarnation at its time: 0, or 1 once it came back."""
-        return (self.up_at(nodes) <= np.asarray(t, np.float64)).astype(np.int32)
+        """Each node's incarnation at its time: how many times it came back by then."""
+        i, lo, _ = self._last(nodes, t)
+        back = self._pick(self.up, i) <= np.asarray(t, np.float64)
+        return np.where(i >= 0, i - lo + back, 0).astype(np.int32)
 
     def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
-        """When a node that is up at t_from next goes down (inf: not again)."""
-        down = self.down_at(nodes)
-        return np.where(np.asarray(t_from, np.float64) < down, down, np.inf)
+        """When each node next goes down after t_from (inf: not again)."""
+        i, lo, hi = self._last(nodes, t_from)
+        j = np.where(i >= 0, i + 1, lo)
+        return np.where(j < hi, self._pick(self.down, j), np.inf)
+
+    def of_nodes(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every interval of the nodes given: (the node's place in `nodes`, down, up) per interval."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        lo, hi = np.searchsorted(self.nodes, nodes), np.searchsorted(self.nodes, nodes, side="right")
+        place = np.repeat(np.arange(len(nodes)), hi - lo)
+        rows = np.arange(len(place)) - np.repeat(np.cumsum(hi - lo) - (hi - lo), hi - lo) + lo[place]
+        return place, self.down[rows], self.up[rows]
 
 
 def keepalive_phase(nodes: np.ndarray, seed: int, keepalive_ms: float) -> np.ndarray:
@@ -304,29 +320,28 @@ class _Context:
         return self.recovers is not None
 
 
-def simulate(overlay: Overlay, crashes: dict[int, float], lookups: pd.DataFrame, timers: Timers,
+def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.DataFrame, timers: Timers,
              until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None,
-             leaves: dict[int, float] | None = None, recoveries: dict[int, float] | None = None) -> TimedRun:
+             leaves: dict[int, sessions.Times] | None = None,
+             recoveries: dict[int, sessions.Times] | None = None) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
     number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
-    per bin of `bin_ms` (one bin for the whole run if None). `leaves` are graceful leaves {node:
-    time} of nodes that do not crash; `recoveries` {node: time} bring back nodes that crashed or left
-    before then.
+    per bin of `bin_ms` (one bin for the whole run if None). `crashes`, graceful `leaves` and
+    `recoveries` are {node: time or list of times}: each node goes down (a crash or a leave) and comes
+    back in turn (`sessions.outages`).
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
         raise ValueError(f"the ring needs more than L = {overlay.ring.leaf_set} nodes, has {overlay.ring.n}")
-    leaves = leaves or {}
-    if set(leaves) & set(crashes):
-        raise ValueError("a node either crashes or leaves")
     if bin_ms is not None and not 0 < bin_ms < math.inf:
         raise ValueError(f"bin_ms must be positive and finite (got {bin_ms})")
-    table = Downs.of({**crashes, **leaves}, recoveries)
-    crashed = local_frame(spark, pd.DataFrame({"node": table.nodes, "crash": table.down}),
-                          "node long, crash double").localCheckpoint()
-    left = Downs.of(leaves)
+    spans = sessions.outages(crashes, leaves, recoveries)
+    table = Downs.spans(spans)
+    crashed = local_frame(spark, pd.DataFrame({"y": table.nodes, "t_down": table.down, "t_up": table.up}),
+                          "y long, t_down double, t_up double").localCheckpoint()
+    left = Downs.spans([r for r in spans if r[3]])
     leavers = local_frame(spark, pd.DataFrame({"y": left.nodes, "t": left.down}), "y long, t double")
     ctx = _Context(overlay=overlay, downs=table, downs_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
@@ -605,10 +620,11 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
     rows: list[tuple] = []
-    down, up = wire.downs.down_at(nodes).tolist(), wire.downs.up_at(nodes).tolist()
+    spans: list[list[tuple[float, float]]] = [[] for _ in nodes]
+    for g, down, up in zip(*(a.tolist() for a in wire.downs.of_nodes(nodes))):
+        spans[g].append((down, up))
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire,
-                     (down[g], up[g]))
+        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire, spans[g])
         rows += _fold_node(node, wire.until, zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]),
                            flat)
     return _rows_batch(rows, schema)
@@ -653,7 +669,7 @@ class _Node:
     """One node's state while it handles its events, and the log of what it did."""
 
     def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True,
-                 wire: _Wire | None = None, down: tuple[float, float] = (math.inf, math.inf)) -> None:
+                 wire: _Wire | None = None, spans: list[tuple[float, float]] = ()) -> None:
         self.ring, self.x, self.half, self.repair, self.wire = ring, x, ring.leaf_set // 2, repair, wire
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
@@ -662,7 +678,8 @@ class _Node:
         self.emptied: set[int] = set()        # every node it ever declared: its converged entries stay empty
         self.heard: dict[int, float] = {}     # node -> when it last said it is back
         self.told: set[int] | None = None     # once back up: the nodes it told so (asked or announced to)
-        self.down, self.up = down               # when it goes down and comes back (inf: never)
+        self.downs = [d for d, _ in spans]    # when it goes down, in time order
+        self.ups = [u for _, u in spans]      # when it comes back each time (inf: never)
         self.asking: dict[int, int] = {}      # slot -> the node asked for it now
         self.asked: dict[int, set[int]] = {}  # slot -> the nodes asked in its repair
         # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
@@ -674,18 +691,19 @@ class _Node:
 
     def ignores(self, t: float, set_t: float, kind: str, other: int) -> bool:
         """Whether the node lets an event pass: it is down then, or the event is the timer or reply of a
-        request it made before it went down (its life before: the reply's request left before it went
-        down, the reply being timed by the asked node's clock)."""
-        if t < self.down:
+        request it made before it last went down (a life before: the reply's request left before then,
+        the reply being timed by the asked node's clock)."""
+        i = bisect_right(self.downs, t) - 1   # its last going at or before t
+        if i < 0:
             return False
-        if t < self.up:
+        if t < self.ups[i]:
             return True
         if kind in (RECOVER, WELCOME, LEAVE):
             return False
         sent = set_t
         if kind in REPLIES:
             sent = (set_t - float(self.ring.prox.dist([self.x], [other])[0])) - self.wire.timers.proc_ms
-        return sent < self.down
+        return sent < self.downs[i]
 
     def handle(self, seq: int, t: float, kind: str, other: int, members: list[int]) -> bool:
         """Handle one event; whether it changed the state others read (a new version)."""
@@ -915,20 +933,22 @@ def _members(ctx: _Context, versions: DataFrame, among: DataFrame | None = None)
 
 
 def _crashed_members(ctx: _Context, versions: DataFrame, among: DataFrame | None) -> DataFrame:
-    """`_members` whose member goes down."""
-    crashed = F.broadcast(ctx.crashed.select(F.col("node").alias("y")))
-    return _members(ctx, versions, among).join(crashed, "y").select("x", "t_from", "t_to", "j", "y")
+    """`_members` whose member goes down, a row per time it does (t_down, t_up: when it goes and is back)."""
+    return (_members(ctx, versions, among).join(F.broadcast(ctx.crashed), "y")
+            .select("x", "t_from", "t_to", "j", "y", "t_down", "t_up"))
 
 
 def _failing_ticks(ring: Ring, downs: Downs, tm: Timers, seed: int, until: float,
                    df: pd.DataFrame) -> pd.DataFrame:
-    """The probe timeouts that find a member down: at most those within failure_timeout_ms of the first."""
+    """The probe timeouts that find a member down: at most those within failure_timeout_ms of the first
+    probe that reaches it down, for each time it is (each a row)."""
     x, y = df.x.to_numpy(np.int64), df.y.to_numpy(np.int64)
     phase = keepalive_phase(x, seed, tm.keepalive_ms)
     d = ring.prox.dist(x, y).astype(np.float64)
     t_from = df.t_from.to_numpy(np.float64)
     end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), downs.cut(x, t_from))
-    row, s = _ticks_failing(phase, tm, t_from, end, d, downs.down_at(y), downs.up_at(y), until)
+    t_down, t_up = df.t_down.to_numpy(np.float64), df.t_up.to_numpy(np.float64)
+    row, s = _ticks_failing(phase, tm, t_from, end, d, t_down, t_up, until)
     fd = tm.failure_timeout_ms
     return pd.DataFrame({"node": x[row], "t": s + fd, "prio": TIMER, "set_t": s, "set_by": BY_TICK,
                          "ord": df.j.to_numpy(np.int64)[row], "kind": PROBE, "other": y[row],
@@ -1280,7 +1300,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     found = np.zeros(len(m), bool)
     # the lookup avoids the node it found dead only if that node is not back by the timeout: then its
     # node cannot have heard it is back, and declares it; else the state read at the timeout decides
-    found[moves[lost_hop & (downs.up_at(nxt[moves]) > t[moves] + tm.rto_ms)]] = True
+    back = downs.incarnation(nxt[moves], t[moves] + tm.rto_ms) != downs.incarnation(nxt[moves], arrive)
+    found[moves[lost_hop & ~back]] = True
     cleared = np.zeros(len(m), bool)
     cleared[moves[~lost_hop]] = True
     new_at[moves] = np.where(lost_hop, at[moves], nxt[moves])
@@ -1295,7 +1316,7 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     out = {
         "lid": m["lid"], "t_issue": m["t_issue"], "key_hi": m["key_hi"], "key_lo": m["key_lo"],
         "at": new_at, "t": new_t, "hops": hops, "timeouts": timeouts,
-        "via": new_via, "avoid": _avoided(col["avoid"], found, cleared, nxt, downs, new_t,
+        "via": new_via, "avoid": _avoided(col["avoid"], found, cleared, nxt, downs, t, new_t,
                                                  schema.field("avoid").type),
         "slot": slot, "state": col["state"].to_numpy(), "read_at": np.where(read, at, -1), "read_t": t,
         "done": done, "outcome": np.where(done, outcome, ""),
@@ -1306,14 +1327,14 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
 
 
 def _avoided(avoid: pa.ListArray, found: np.ndarray, cleared: np.ndarray, nxt: np.ndarray, downs: Downs,
-             t: np.ndarray, kind: pa.DataType) -> pa.ListArray:
+             t_was: np.ndarray, t: np.ndarray, kind: pa.DataType) -> pa.ListArray:
     """Each lookup's nodes found dead at its node, for its next read at t: the next hop added where it was
-    found dead, none where the lookup moved on, and only those not back by t (one back may have said so
-    to the node since: its state tells)."""
+    found dead, none where the lookup moved on, and only those not back since its read at t_was (each
+    still down then; one back may have said so to the node since: its state tells)."""
     vals, offs = values_offsets(avoid)
     lens = np.diff(offs)
     row = np.repeat(np.arange(len(lens)), lens)
-    keep = ~cleared[row] & (downs.up_at(vals) > t[row])
+    keep = ~cleared[row] & (downs.incarnation(vals, t[row]) == downs.incarnation(vals, t_was[row]))
     row, vals = row[keep], vals[keep]
     kept = np.bincount(row, minlength=len(lens))
     before = np.zeros(len(lens) + 1, np.int64)   # the kept values of the rows before each
@@ -1536,24 +1557,23 @@ def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: flo
         p, dd = phase[rows], d[rows]
         return _first_ticks(p, period, lambda s, i: (s + dd[i]) + tm.proc_ms >= limit[i],
                             (limit - dd - tm.proc_ms - p) / period, floor=floor)
-    y_up = downs.up_at(y)
-    gone = reaching(np.arange(len(y)), np.minimum(downs.down_at(y), until), lo)   # answered until y goes,
-    back, stop = gone.copy(), gone.copy()                                          # and from its return
-    ret = np.flatnonzero(y_up < until)
-    back[ret] = reaching(ret, y_up[ret], gone[ret])
-    stop[ret] = reaching(ret, np.full(len(ret), until), back[ret])
     first, sent = lo.astype(np.int64), (hi - lo).astype(np.int64)
-    a_end, b_end = np.minimum(hi, gone), np.minimum(hi, stop)
-    answered = ((a_end - lo) + np.maximum(b_end - back, 0)).astype(np.int64)
-    if bins.n == 1:
-        return np.array([sent.sum()], np.int64), np.array([answered.sum()], np.int64)
+    if bins.n == 1:   # counted without the ticks: those before the end less those that reach y down
+        stop = reaching(np.arange(len(y)), np.full(len(y), until), lo)
+        row, t_down, t_up = downs.of_nodes(y)   # each time y is down
+        gone = reaching(row, np.minimum(t_down, until), lo[row])
+        back = reaching(row, np.minimum(t_up, until), gone)
+        lost = np.maximum(np.minimum(np.minimum(back, hi[row]), stop[row]) - gone, 0).sum()
+        answered = np.maximum(np.minimum(hi, stop) - lo, 0).sum() - lost
+        return np.array([sent.sum()], np.int64), np.array([answered], np.int64)
     probes, replies = np.zeros(bins.n, np.int64), np.zeros(bins.n, np.int64)
     cut = np.searchsorted(np.cumsum(sent), np.arange(1, sent.sum() // TICKS_AT_ONCE + 1) * TICKS_AT_ONCE)
     for rows in np.split(np.arange(len(df)), np.unique(cut)):   # the ticks of a few rows at a time
         row = np.repeat(rows, sent[rows])
         k = first[row] + (np.arange(len(row)) - np.repeat(np.cumsum(sent[rows]) - sent[rows], sent[rows]))
         ticks = phase[row] + k * period
-        up = (k < a_end[row]) | ((k >= back[row]) & (k < b_end[row]))
+        arrive = (ticks + d[row]) + tm.proc_ms
+        up = (arrive < until) & ~downs.is_down(y[row], arrive)
         probes += bins.count(ticks)
-        replies += bins.count((ticks[up] + d[row][up]) + tm.proc_ms)
+        replies += bins.count(arrive[up])
     return probes, replies

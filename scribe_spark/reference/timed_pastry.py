@@ -26,7 +26,8 @@ at it are dropped and its timers do nothing, until it recovers, if it does (belo
 gracefully at a time given first sends a LEAVE to every member of its current leaf set, then stops as
 a crashed node does; a live member that receives it declares the leaver failed at once (below).
 
-**Recovery.** A node that crashed or left may come back at a time given, with the same id and the
+**Recovery.** A node that crashed or left may come back at a time given (and go down and come back
+again, as often as the times given say; each return is the same), with the same id and the
 leaf set, routing table and neighbourhood set it had when it went down, but knowing no node dead (who
 died or came back meanwhile it cannot know). Its timers and requests from before do nothing: each node
 has an incarnation, which a recovery starts anew, and a timer or reply of an earlier one is ignored (a
@@ -110,6 +111,7 @@ import numpy as np
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.closest import closest_live
+from scribe_spark.sessions import Times, outages
 
 CRASH, MESSAGE, TIMER = 0, 1, 2   # event priorities at equal times
 OUTCOMES = ("correct", "wrong", "lost", "not_issued", "unfinished")
@@ -222,24 +224,20 @@ class TimedPastry:
 
     # ------------------------------------------------------------ the event loop
 
-    def run(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float,
-            leaves: dict[int, float] | None = None,
-            recoveries: dict[int, float] | None = None) -> TimedResult:
+    def run(self, crashes: dict[int, Times], lookups: list[Lookup], until_ms: float,
+            leaves: dict[int, Times] | None = None,
+            recoveries: dict[int, Times] | None = None) -> TimedResult:
         """Simulate from the converged state to `until_ms` (reset first: runs are independent);
-        `leaves` are graceful leaves {node: time}, nodes that do not also crash; `recoveries` {node: time}
-        bring back nodes that crashed or left before that time."""
-        leaves, recoveries = leaves or {}, recoveries or {}
-        if set(leaves) & set(crashes):
-            raise ValueError("a node either crashes or leaves")
-        gone = {**crashes, **leaves}
-        if any(v not in gone or not t > gone[v] for v, t in recoveries.items()):
-            raise ValueError("a node recovers only after it crashed or left")
-        self._reset(gone, lookups, until_ms)
-        self.up_at = {int(v): float(t) for v, t in recoveries.items()}
-        for v, t in sorted(self.crash_at.items()):
-            self._push(t, CRASH, self._leave if v in leaves else self._crash, v)
-        for v, t in sorted(self.up_at.items()):
-            self._push(t, CRASH, self._recover, v)
+        `crashes`, graceful `leaves` and `recoveries` are {node: time or list of times}: a node goes down
+        (crash or leave) and recovers in turn, each time after the one before."""
+        spans = outages(crashes, leaves, recoveries)
+        self._reset({v for v, *_ in spans}, lookups, until_ms)
+        for v, down, up, graceful in spans:   # every going before every return: ties keep that order
+            self.spans[v].append((down, up))
+            self._push(down, CRASH, self._leave if graceful else self._crash, v)
+        for v, _down, up, _g in spans:
+            if up < math.inf:
+                self._push(up, CRASH, self._recover, v)
         for x in range(self.ring.n):
             self._schedule_tick(x, 0)
         for lid, (t, *_rest) in enumerate(lookups):
@@ -250,17 +248,16 @@ class TimedPastry:
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
                            self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs)
 
-    def _reset(self, crashes: dict[int, float], lookups: list[Lookup], until_ms: float) -> None:
+    def _reset(self, downs: set[int], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
         n = self.ring.n
-        if any(not 0 <= v < n for v in crashes) or any(not 0 <= lk[1] < n for lk in lookups):
+        if any(not 0 <= v < n for v in downs) or any(not 0 <= lk[1] < n for lk in lookups):
             raise ValueError("crashes and lookup sources must be nodes 0..N-1")
         self.nodes = self._fresh_nodes()
         self.until = float(until_ms)
         self.alive = np.ones(n, dtype=bool)
         self.inc = np.zeros(n, dtype=np.int64)   # each node's incarnation: a recovery starts a new one
-        self.up_at: dict[int, float] = {}
-        self.crash_at = {int(v): float(t) for v, t in crashes.items()}
+        self.spans: defaultdict[int, list[tuple[float, float]]] = defaultdict(list)   # (down, up) in turn
         self.heap: list = []
         self.seq = 0
         self.next_id = 0                    # probe and leaf-request ids
@@ -299,8 +296,12 @@ class TimedPastry:
         self.alive[v] = False
 
     def _down_at(self, v: int, t: float) -> bool:
-        """Whether v is down at t: crashed or left at or before t, and not recovered by then."""
-        return self.crash_at.get(v, np.inf) <= t < self.up_at.get(v, np.inf)
+        """Whether v is down at t: crashed or left at or before t, and not recovered since."""
+        return any(down <= t < up for down, up in self.spans.get(v, ()))
+
+    def _went_at(self, v: int, t: float) -> float | None:
+        """When v last crashed or left at or before t (None: never)."""
+        return max((down for down, _ in self.spans.get(v, ()) if down <= t), default=None)
 
     def _heard(self, x: int, y: int, since: float) -> bool:
         """Whether x heard y say it is back at or after `since` (when a request to y was sent)."""
@@ -422,7 +423,7 @@ class TimedPastry:
         slots = [s for s, e in enumerate(node.rt) if e == y]
         node.rt = [-1 if e == y else e for e in node.rt]
         node.nbr = [m for m in node.nbr if m != y]
-        self.detections.append((y, x, self.crash_at.get(y), t))
+        self.detections.append((y, x, self._went_at(y, t), t))
         if side is not None:
             self._start_repair(x, y, side is node.pred, t)
         for s in slots if by_lookup else ():
