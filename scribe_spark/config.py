@@ -751,6 +751,11 @@ class PastryTimedParams(AnyProximity):
         _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
                  f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes; set false",
                  self.check)
+        cycle = min(self.mean_session_s) + self.mean_downtime_s
+        _require(self.recover_share == 0 or cycle >= self.duration_s / 1000, "mean_downtime_s",
+                 f"with recover_share > 0, must leave mean_session_s + mean_downtime_s >= duration_s / 1,000 "
+                 f"(at most 1,000 sessions per node on average; now {min(self.mean_session_s):g} s + "
+                 f"{self.mean_downtime_s:g} s)", self.mean_downtime_s)
         trip = 2 * (max_delay_ms(self) + self.hop_ms)
         _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",
                  f"must exceed every round trip ({trip:.0f} ms at most under the {self.proximity} model): "

@@ -94,6 +94,8 @@ CASES = [
     ("pastry_timed", ["--set", "nodes=30000"], "key 'check'"),
     ("pastry_timed", ["--set", "bin_s=700"], "key 'bin_s'"),
     ("pastry_timed", ["--set", "keepalive_s=0"], "key 'keepalive_s'"),
+    ("pastry_timed", ["--set", "recover_share=1", "--set", "mean_session_s=[0.2]", "--set",
+                      "mean_downtime_s=0.2"], "at most 1,000 sessions per node"),
     ("tno_timestamp_size", ["--set", "topics_per_client=[0]"], "key 'topics_per_client'"),
     ("tno_timestamp_size", ["--set", 'popularity=["flat"]'], "key 'popularity'"),
     ("tno_timestamp_size", ["--set", "clients=100000000000"], "key 'clients'"),

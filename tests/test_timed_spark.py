@@ -65,6 +65,20 @@ def test_every_sweep_point_draws_the_same_numbers(tmp_path):
     assert len(first[1]) and (first[1].graceful == first[0].graceful[first[1].index]).all()   # the same way
 
 
+def test_sessions_after_returns_alternate_even_when_too_short_to_tell(tmp_path):
+    """With a return after every departure, each node's goings and returns alternate, each after the one
+    before, even with Weibull sessions so short that some round to nothing beside their start."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments.pastry_timed import workload
+    from scribe_spark.sessions import outages
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "recover_share=1",
+                              "--set", "session=weibull", "--set", "weibull_shape=0.1",
+                              "--set", "mean_downtime_s=1", "--set", "duration_s=600"]).params
+    gone, _ = workload(p, 30.0)
+    assert len(outages(gone.crashes, gone.leaves, gone.returns)) == len(gone.spans)   # raises if not
+    assert gone.spans.groupby("node").size().max() > 3
+
+
 @pytest.mark.slow
 def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp_path):
     """Two points (the tiny run's tables under two keep-alive periods): their lines, the sweep plots and

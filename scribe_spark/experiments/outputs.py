@@ -326,7 +326,7 @@ PASTRY_TIMED = {t.name: t for t in (
                                                   "notes) per live node and second")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
-                     "end)",
+                     "end); a declaration counts for the node's last departure at or before it",
           ("mean_session_s", "s", "the sweep point's mean session time"),
           ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("node", "", "the node that crashed or left (a row each time it did)"),

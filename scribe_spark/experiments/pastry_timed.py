@@ -160,7 +160,8 @@ def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful:
         k += 1
         again = stream(p.seed, Purpose.SESSIONS, n, k)
         start = up
-        ends = start + 1000.0 * law.sessions(again, n)
+        # a session too short to tell from its start (a tiny Weibull draw) still ends after it
+        ends = np.maximum(start + 1000.0 * law.sessions(again, n), np.nextafter(start, np.inf))
         graceful = again.random(n) < p.leave_share
         comes = again.random(n) < p.recover_share
         up = ends + 1000.0 * p.mean_downtime_s * again.exponential(1.0, n)
@@ -393,7 +394,7 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     """One row per departure: who noticed it and when, and when the leaf sets that held it were whole."""
-    left = gone.spans.sort_values("down").reset_index(drop=True)
+    left = gone.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
     goings = left[["node", "down"]].rename(columns={"node": "failed"})
 
     def going(frame: pd.DataFrame) -> pd.DataFrame:
@@ -502,8 +503,8 @@ def _returning(p: PastryTimedParams) -> str:
     """Who comes back, in words."""
     if p.recover_share == 0:
         return "nobody joins or recovers"
-    return (f"a share {p.recover_share:g} of the departed nodes come back after a downtime of mean "
-            f"{p.mean_downtime_s:g} s (exponential); nobody joins")
+    return (f"after a share {p.recover_share:g} of the departures the node comes back after a downtime of "
+            f"mean {p.mean_downtime_s:g} s (exponential), for a new session; nobody joins")
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:

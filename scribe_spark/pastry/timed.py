@@ -36,7 +36,7 @@ is sent again: `reask`). Table and neighbourhood entries once emptied stay empty
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
 merged or a table slot refilled) to the next. A pass derives all events from the versions the events
-before it imply: the keep-alive detections in closed form per (node, version, crashed member), the
+before it imply: the keep-alive detections in closed form per (node, version, member's down interval), the
 leaf-set repair replies by reading the asked node's version at the request's arrival, and the lookups'
 timeouts by routing every lookup, one hop per superstep of `bsp.run`, each hop reading its node's
 version at the hop's time (`bsp.as_of`). A node answers its own table requests in its fold: a request to
@@ -295,7 +295,7 @@ class _Context:
     overlay: Overlay
     downs: Downs             # the departures (and returns), on the driver
     downs_bc: Broadcast      # the same, for the tasks
-    crashed: DataFrame       # node, crash: the nodes that crash or leave, and when
+    crashed: DataFrame       # y, t_down, t_up: a row per time a node crashes or leaves, and its return
     leavers: DataFrame       # y, t: the nodes that leave gracefully, and when
     timers: Timers
     seed: int
@@ -908,8 +908,8 @@ def _versions(log: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------- keep-alives
 
 def _keepalive_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = None) -> DataFrame:
-    """The declarations keep-alives would make: per node, version and crashed member, its failing ticks
-    (of the nodes `among` only, if given, and `versions` theirs)."""
+    """The declarations keep-alives would make: per node, version and member's down interval, its failing
+    ticks (of the nodes `among` only, if given, and `versions` theirs)."""
     pairs = _crashed_members(ctx, versions, among)
     ring_bc, downs_bc, tm, seed, until = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.seed, ctx.until
 

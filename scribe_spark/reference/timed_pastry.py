@@ -54,9 +54,9 @@ simulator does not check it.
 **Declaring y failed at x** (once per pair: a node already known dead is not declared again):
 x adds y to the nodes it knows dead, drops y from its leaf set (the other members of that side
 keep their order, and the side is one shorter), empties every routing-table entry naming y and
-drops y from its neighbourhood set; the detection (y, x, y's crash time or None, t) is logged. If y
-was in the routing table and a lookup found it dead, x starts that entry's repair (below, after
-the leaf set's). If y
+drops y from its neighbourhood set; the detection (y, x, y's last going at or before t or None, t)
+is logged. If y was in the routing table and a lookup found it dead, x starts that entry's repair
+(below, after the leaf set's). If y
 was in the leaf set, x starts a repair: it sends a LEAF_REQUEST to z, the farthest member of the
 leaf set's side that held y (the farthest of the other side if that one is now empty; no repair if
 the leaf set is empty), and sets a timer T_fd later. A live z answers at once with a LEAF_REPLY
