@@ -19,7 +19,7 @@ _XDIST = "PYTEST_XDIST_WORKER" in os.environ   # this process is one of pytest-x
 # the files that take longest (measured one after another), run first so the two test processes
 # finish together; the others keep their order after them
 LONGEST_FIRST = ["test_reproduce.py", "test_determinism.py", "test_scribe_repair.py", "test_cluster.py",
-                 "test_stops.py", "test_failures.py", "test_joins.py",
+                 "test_timed_recovery.py", "test_stops.py", "test_failures.py", "test_joins.py",
                  "test_timed_spark.py", "test_bsp.py"]
 
 

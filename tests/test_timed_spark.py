@@ -54,7 +54,7 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
 
 
 def test_every_sweep_point_draws_the_same_numbers(tmp_path):
-    """Common random numbers: the same lookups at every point, exponential session ends scaled by the mean."""
+    """Common random numbers: the same lookups at every point, first session ends scaled by the mean."""
     from scribe_spark.cli.job import plan
     from scribe_spark.experiments.pastry_timed import workload
     p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params

@@ -127,7 +127,7 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     """The departures and the lookups (t_issue, src, key_hi, key_lo), from the seed.
 
     The draws do not depend on the sweep point: every point sees the same uniform draws (common random
-    numbers), the session ends scaled by its mean, the same lookups.
+    numbers), the sessions scaled by its mean, the same downtimes and lookups.
     """
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
     law = SessionLaw.of(p, mean_session_s)
@@ -525,7 +525,7 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
         f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s; seed "
         f"{p.seed}. Routing-table entries that lookups find dead: "
         f"{'refilled by asking their row' if p.table_repair == 'lazy' else 'left empty'}. Every point "
-        "draws the same uniform numbers (session ends scaled by their mean, the same "
+        "draws the same uniform numbers (sessions scaled by their mean, the same "
         f"lookups). {checked}\n\nPoints:{points}\n\n"
         "Lookups are binned by issue time; success = delivered to the live node numerically closest to the "
         "key at delivery. Lookups still in flight at the end count in no share. Messages are binned by "
