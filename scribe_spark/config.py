@@ -719,9 +719,14 @@ class PastryTimedParams(AnyProximity):
     recover_share: float = share(0.0, "share of the departures (crash or leave) after which the node comes "
                                       "back, with its id and the state it had, after a downtime, for a new "
                                       "session from the law")
-    mean_downtime_s: float = knob(60.0, "mean downtime of a node that comes back (exponential; a return "
-                                        "after duration_s does not happen)", unit="s", lo=0.0, hi=TIME_MAX_S,
-                                  lo_open=True)
+    mean_downtime_s: float = knob(60.0, "mean downtime of a node that comes back (a return after duration_s "
+                                        "does not happen)", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    downtime: str = knob("exponential", "downtime law: exponential, weibull or pareto, of mean "
+                                        "mean_downtime_s", choices=sessions.LAWS)
+    downtime_weibull_shape: float = knob(1.0, "downtime = weibull: shape k (1 = exponential)", lo=0.05,
+                                         hi=100.0, only_with=("downtime", "weibull"))
+    downtime_pareto_shape: float = knob(2.0, "downtime = pareto: shape alpha (> 1 for a finite mean)", lo=1.0,
+                                        hi=100.0, lo_open=True, only_with=("downtime", "pareto"))
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)

@@ -79,6 +79,30 @@ def test_sessions_after_returns_alternate_even_when_too_short_to_tell(tmp_path):
     assert gone.spans.groupby("node").size().max() > 3
 
 
+@pytest.mark.parametrize("law", ["exponential", "weibull", "pareto"])
+def test_downtimes_come_from_the_law_asked_for(tmp_path, law):
+    """Returning nodes stay down for draws of `downtime`'s law of mean `mean_downtime_s`: the spread of a
+    Weibull of shape 0.5 (coefficient of variation sqrt(5)), the floor of a Pareto (mean x (alpha - 1) /
+    alpha)."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments.pastry_timed import _returning, workload
+    shapes = {"weibull": ("downtime_weibull_shape=0.5",), "pareto": ("downtime_pareto_shape=3",)}
+    sets = ["recover_share=1", "duration_s=3600", "mean_downtime_s=5", f"downtime={law}"]
+    sets += shapes.get(law, ())
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+                              *(a for kv in sets for a in ("--set", kv))]).params
+    gone, _ = workload(p, 60.0)
+    back = gone.spans[np.isfinite(gone.spans.up)]
+    down = (back.up - back.down).to_numpy() / 1000.0
+    assert len(down) > 4000 and down.mean() == pytest.approx(5.0, rel=0.1)
+    cv = down.std() / down.mean()
+    assert {"exponential": 0.9 < cv < 1.1, "weibull": cv > 1.8, "pareto": cv < 0.8}[law], cv
+    if law == "pareto":
+        assert down.min() >= 5.0 * 2 / 3 * (1 - 1e-9)
+    assert {"exponential": "(exponential)", "weibull": "(Weibull, k = 0.5)",
+            "pareto": "(Pareto, alpha = 3)"}[law] in _returning(p)
+
+
 @pytest.mark.slow
 def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp_path):
     """Two points (the tiny run's tables under two keep-alive periods): their lines, the sweep plots and

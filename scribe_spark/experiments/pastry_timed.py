@@ -3,7 +3,7 @@
 `nodes` members start converged. Each draws what remains of a session under way from `session`'s law (mean
 `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a share `leave_share`
 of them: the node tells its leaf set first) or a crash. After a share `recover_share` of the departures
-the node comes back after an exponential downtime (mean `mean_downtime_s`) with its id and last state,
+the node comes back after a downtime (law `downtime`, mean `mean_downtime_s`) with its id and last state,
 asks its last leaf set to take it back, and lives a new session from the law, and so on; the others stay
 down (nobody joins yet). Leaf-set members probe each other every `keepalive_s`; a member unanswered
 `failure_timeout_s` after a probe is declared failed and the leaf set repaired, and a routing-table entry
@@ -135,7 +135,7 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share   # per node
     back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
     comes = back.random(p.nodes) < p.recover_share
-    up = ends + 1000.0 * p.mean_downtime_s * back.exponential(1.0, p.nodes)
+    up = ends + _downtimes(p, back, p.nodes)
     gone = _sessions(p, law, ends, graceful, comes, up)
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
@@ -164,8 +164,16 @@ def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful:
         ends = np.maximum(start + 1000.0 * law.sessions(again, n), np.nextafter(start, np.inf))
         graceful = again.random(n) < p.leave_share
         comes = again.random(n) < p.recover_share
-        up = ends + 1000.0 * p.mean_downtime_s * again.exponential(1.0, n)
+        up = ends + _downtimes(p, again, n)
     return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
+
+
+def _downtimes(p: PastryTimedParams, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Downtimes of `n` nodes (ms) from `downtime`'s law of mean `mean_downtime_s`."""
+    if p.downtime == "exponential":   # a unit draw times the mean: SessionLaw's draw rounds otherwise
+        return 1000.0 * p.mean_downtime_s * rng.exponential(1.0, n)
+    shape = {"weibull": p.downtime_weibull_shape, "pareto": p.downtime_pareto_shape}[p.downtime]
+    return 1000.0 * SessionLaw(p.downtime, p.mean_downtime_s, shape).sessions(rng, n)
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
@@ -504,7 +512,16 @@ def _returning(p: PastryTimedParams) -> str:
     if p.recover_share == 0:
         return "nobody joins or recovers"
     return (f"after a share {p.recover_share:g} of the departures the node comes back after a downtime of "
-            f"mean {p.mean_downtime_s:g} s (exponential), for a new session; nobody joins")
+            f"mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; nobody joins")
+
+
+def _law(p: PastryTimedParams) -> str:
+    """The downtime law and its shape, in words."""
+    if p.downtime == "weibull":
+        return f"Weibull, k = {p.downtime_weibull_shape:g}"
+    if p.downtime == "pareto":
+        return f"Pareto, alpha = {p.downtime_pareto_shape:g}"
+    return p.downtime
 
 
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
