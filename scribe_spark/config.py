@@ -704,6 +704,8 @@ class PastryTimedParams(AnyProximity):
     nodes: int = node_counts(1000, "members at the start (all converged)")
     duration_s: float = knob(600.0, "simulated time", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    warmup_s: float = knob(0.0, "sweep.csv measures from this time on (a whole number of bins; timeline.csv "
+                                "and repairs.csv keep the whole run)", unit="s", lo=0.0, hi=TIME_MAX_S)
     session: str = knob("exponential", "session-time law: exponential, weibull or pareto; a session that "
                                        "ends within duration_s ends in a crash or a leave",
                         choices=sessions.LAWS)
@@ -753,6 +755,11 @@ class PastryTimedParams(AnyProximity):
                  self.bin_s)
         _require(self.duration_s / self.bin_s <= 100_000, "bin_s", "must leave at most 100,000 bins",
                  self.bin_s)
+        bins = self.warmup_s / self.bin_s
+        whole = abs(bins - round(bins)) <= 1e-9 * max(bins, 1)
+        _require(self.warmup_s < self.duration_s and whole, "warmup_s",
+                 f"must be a whole number of bins (bin_s = {self.bin_s:g}) below duration_s "
+                 f"({self.duration_s:g})", self.warmup_s)
         _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
                  f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes; set false",
                  self.check)

@@ -99,6 +99,8 @@ CASES = [
     ("pastry_timed", ["--set", "downtime=pareto", "--set", "downtime_pareto_shape=1"],
      "key 'downtime_pareto_shape'"),
     ("pastry_timed", ["--set", "downtime_weibull_shape=0.5"], "key 'downtime_weibull_shape'"),
+    ("pastry_timed", ["--set", "warmup_s=15"], "key 'warmup_s': must be a whole number of bins"),
+    ("pastry_timed", ["--set", "warmup_s=600"], "key 'warmup_s'"),
     ("tno_timestamp_size", ["--set", "topics_per_client=[0]"], "key 'topics_per_client'"),
     ("tno_timestamp_size", ["--set", 'popularity=["flat"]'], "key 'popularity'"),
     ("tno_timestamp_size", ["--set", "clients=100000000000"], "key 'clients'"),

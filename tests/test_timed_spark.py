@@ -79,6 +79,46 @@ def test_sessions_after_returns_alternate_even_when_too_short_to_tell(tmp_path):
     assert gone.spans.groupby("node").size().max() > 3
 
 
+@pytest.mark.parametrize("warmup", [0.0, 20.0, 40.0])
+def test_the_sweep_row_adds_up_the_timeline_bins_from_the_warmup_on(tmp_path, warmup):
+    """sweep.csv's row of a point equals its timeline.csv bins from `warmup_s` on, added up: departures and
+    lookups counted (returns: of those departures), the lookups' outcome shares weighted by their counts,
+    and the node-seconds lived (`_lived` from the warm-up against the per-bin `_alive`), on a made-up run
+    with lookups in every bin."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed as pt
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", f"warmup_s={warmup}",
+                              "--set", "recover_share=1"]).params
+    ring = small_ring(100)
+    gone, lookups = pt.workload(p, 60.0)
+    rng = np.random.default_rng(5)
+    n, bins = len(lookups), np.arange(0.0, 50_000.0, 10_000.0)
+    outcome = rng.choice(["correct", "wrong", "lost", "not_issued"], n, p=[0.7, 0.1, 0.1, 0.1])
+    done = pd.DataFrame({"lid": np.arange(n), "outcome": outcome, "dest": rng.integers(0, 100, n),
+                         "t_done": lookups.t_issue + 50.0, "hops": rng.integers(0, 4, n),
+                         "timeouts": rng.integers(0, 2, n), "latency_ms": rng.uniform(1.0, 900.0, n)})
+    sent = pd.DataFrame({"t_ms": bins, **{k: rng.integers(0, 500, len(bins)) for k in timed.MAINTENANCE}})
+    empty = pd.DataFrame()
+    got = timed.TimedRun(done, empty, empty, empty, None, sent, 1, empty, empty)
+    rep = pd.DataFrame({"left_s": np.sort(gone.spans.down.to_numpy()) / 1000.0})
+    rep = rep.assign(graceful=False, detected_after_s=1.0, leaf_sets_repaired_after_s=2.0)
+    row = pt.sweep_row(p, ring, gone, lookups, got, rep)
+    line = pt.timeline(p, ring, gone, lookups, got)
+    after = line[line.time_s >= warmup]
+    assert len(after) == 5 - int(warmup // 10) and after.lookups.sum() > 100
+    assert row["departures"] == (after.crashes + after.leaves).sum() > 0
+    late = gone.spans.down // 10_000 >= int(warmup // 10)
+    assert row["returns"] == (late & np.isfinite(gone.spans.up)).sum() > 0   # of those departures
+    assert row["lookups"] == after.lookups.sum()
+    for share in ("lookup_success", "lookup_wrong", "lookup_lost"):
+        assert row[share] == pytest.approx((after[share] * after.lookups).sum() / after.lookups.sum())
+    alive, _ = pt._alive(100, gone, bins, np.minimum(bins + 10_000.0, 50_000.0))
+    lived = pt._lived(100, gone, 50_000.0, 1000.0 * warmup)
+    assert lived == pytest.approx(alive[int(warmup // 10):].sum(), rel=1e-12) and lived < 100 * (50 - warmup)
+    total = sum(sent[k].to_numpy()[int(warmup // 10):].sum() for k in timed.MAINTENANCE)
+    assert row["maintenance_msgs_per_node_s"] == pytest.approx(total / lived)
+
+
 @pytest.mark.parametrize("law", ["exponential", "weibull", "pareto"])
 def test_downtimes_come_from_the_law_asked_for(tmp_path, law):
     """Returning nodes stay down for draws of `downtime`'s law of mean `mean_downtime_s`: the spread of a

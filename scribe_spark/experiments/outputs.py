@@ -343,7 +343,9 @@ PASTRY_TIMED = {t.name: t for t in (
           ("back_s", "s", "simulated time the node came back (empty: it did not); the columns above also "
                           "count the declarations made after it came back and before it next went, by "
                           "nodes it had not told")),
-    table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the whole run",
+    table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the run from warmup_s on "
+                   "(the whole run by default): the departures in that time, the lookups issued in it, its "
+                   "messages and node life",
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),
           ("departures", "", "crashes and graceful leaves (a node that went twice counts twice)"),

@@ -17,13 +17,13 @@ inputs and the run stops if any lookup, detection, repair or message count diffe
 converged state with the same draws. Tables: `timeline.csv` (one row per point and bin of `bin_s`:
 members, lookups by outcome, latency, hops, timeouts, maintenance messages per node and second),
 `repairs.csv` (one row per point and departure: when it was noticed and when the leaf sets that
-held it were repaired) and `sweep.csv` (one row per point, over the whole run).
+held it were repaired) and `sweep.csv` (one row per point, over the run from `warmup_s` on).
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -348,32 +348,40 @@ def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tu
 
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
               rep: pd.DataFrame) -> dict:
-    """A sweep point over the whole run: lookups, maintenance per node and second, crash delays."""
-    whole = _lookup_bins(ring, lookups, got, math.inf, 1, p.hop_ms).iloc[0]
-    until = 1000.0 * p.duration_s
-    alive_s = _lived(ring.n, gone, until)
-    sent = float(_sent(got.maintenance, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
-    crashed = rep[~rep.graceful]
-    return {"departures": len(rep), "returns": gone.counts()["returns"], "lookups": int(whole.lookups),
-            **{c: whole[c] for c in WHOLE_RUN},
+    """A sweep point from `warmup_s` to the end: the departures and returns in that time, the lookups issued
+    in it, its maintenance per node and second of node life, its crashes' delays."""
+    width, first = 1000.0 * p.bin_s, round(p.warmup_s / p.bin_s)   # the first bin measured (validate)
+    bins = got.maintenance.iloc[first:]
+    since = float(bins.t_ms.iloc[0])   # its start, as timeline.csv has it
+    late = lookups.t_issue.to_numpy(np.float64) // width >= first   # by bin of issue, as the timeline
+    whole = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
+                         p.hop_ms).iloc[0]
+    alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
+    sent = float(_sent(bins, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
+    spans = gone.spans.sort_values(["down", "node"], kind="stable")   # in the order of rep's rows
+    went = spans.down.to_numpy(np.float64) // width >= first
+    rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
+    return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
+            "lookups": int(whole.lookups), **{c: whole[c] for c in WHOLE_RUN},
             "maintenance_msgs_per_node_s": sent / alive_s,
-            "maintenance_bytes_per_node_s": float(_bytes(got.maintenance, p.leaf_set).sum()) / alive_s,
+            "maintenance_bytes_per_node_s": float(_bytes(bins, p.leaf_set).sum()) / alive_s,
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
 
 
-def _lived(n: int, gone: Departures, until: float) -> float:
-    """The node-seconds lived in the run: each node until it first goes (or the end), then from each
-    return to its next going (or the end)."""
+def _lived(n: int, gone: Departures, until: float, since: float = 0.0) -> float:
+    """The node-seconds lived from `since` to `until` (ms): each node until it first goes (or the end), then
+    from each return to its next going (or the end)."""
     s = gone.spans
     first = s.drop_duplicates("node")
     end = np.full(n, np.inf)
     end[first.node.to_numpy(np.int64)] = first.down.to_numpy(np.float64)
-    lived = np.minimum(end, until).sum() / 1000.0
+    lived = np.maximum(np.minimum(end, until) - since, 0.0).sum() / 1000.0
     back = np.isfinite(s.up.to_numpy())
     if back.any():
         nxt = s.groupby("node").down.shift(-1).fillna(np.inf).to_numpy(np.float64)
-        lived += (np.minimum(nxt[back], until) - s.up.to_numpy(np.float64)[back]).sum() / 1000.0
+        up = np.maximum(s.up.to_numpy(np.float64)[back], since)
+        lived += np.maximum(np.minimum(nxt[back], until) - up, 0.0).sum() / 1000.0
     return float(lived)
 
 
@@ -524,6 +532,11 @@ def _law(p: PastryTimedParams) -> str:
     return p.downtime
 
 
+def _window(p: PastryTimedParams) -> str:
+    """The time sweep.csv measures, in words."""
+    return f"per point, from {p.warmup_s:g} s to the end" if p.warmup_s else "whole run per point"
+
+
 def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     """Write summary.md: the setup, each point, the sweep, the delays' statistics and the timeline."""
     t, rep, sweep, notes = (outcome.tables["timeline"], outcome.tables["repairs"], outcome.tables["sweep"],
@@ -546,7 +559,7 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
         f"lookups). {checked}\n\nPoints:{points}\n\n"
         "Lookups are binned by issue time; success = delivered to the live node numerically closest to the "
         "key at delivery. Lookups still in flight at the end count in no share. Messages are binned by "
-        "sending time; per node and second of node life.\n\n## Sweep (whole run per point)\n\n"
+        f"sending time; per node and second of node life.\n\n## Sweep ({_window(p)})\n\n"
         + plots.markdown_table(sweep, ".4f")
         + "\n\n## Departures: detection and leaf-set repair (s after the departure)\n\n"
         + plots.markdown_table(_delays(rep), ".3f")
