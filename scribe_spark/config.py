@@ -755,9 +755,9 @@ class PastryTimedParams(AnyProximity):
                  self.bin_s)
         _require(self.duration_s / self.bin_s <= 100_000, "bin_s", "must leave at most 100,000 bins",
                  self.bin_s)
-        bins = self.warmup_s / self.bin_s
+        bins = self.warmup_s / self.bin_s   # a whole number of them, below the run's count of bins
         whole = abs(bins - round(bins)) <= 1e-9 * max(bins, 1)
-        _require(self.warmup_s < self.duration_s and whole, "warmup_s",
+        _require(whole and round(bins) < math.ceil(self.duration_s / self.bin_s - 1e-9), "warmup_s",
                  f"must be a whole number of bins (bin_s = {self.bin_s:g}) below duration_s "
                  f"({self.duration_s:g})", self.warmup_s)
         _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",

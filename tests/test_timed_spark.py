@@ -100,8 +100,10 @@ def test_the_sweep_row_adds_up_the_timeline_bins_from_the_warmup_on(tmp_path, wa
     sent = pd.DataFrame({"t_ms": bins, **{k: rng.integers(0, 500, len(bins)) for k in timed.MAINTENANCE}})
     empty = pd.DataFrame()
     got = timed.TimedRun(done, empty, empty, empty, None, sent, 1, empty, empty)
-    rep = pd.DataFrame({"left_s": np.sort(gone.spans.down.to_numpy()) / 1000.0})
-    rep = rep.assign(graceful=False, detected_after_s=1.0, leaf_sets_repaired_after_s=2.0)
+    order = gone.spans.sort_values(["down", "node"], kind="stable")   # repairs.csv's rows
+    rep = pd.DataFrame({"left_s": order.down.to_numpy() / 1000.0, "graceful": order.graceful.to_numpy(),
+                        "detected_after_s": order.down.to_numpy() / 7e3,
+                        "leaf_sets_repaired_after_s": order.node.to_numpy() / 10.0})
     row = pt.sweep_row(p, ring, gone, lookups, got, rep)
     line = pt.timeline(p, ring, gone, lookups, got)
     after = line[line.time_s >= warmup]
@@ -117,6 +119,45 @@ def test_the_sweep_row_adds_up_the_timeline_bins_from_the_warmup_on(tmp_path, wa
     assert lived == pytest.approx(alive[int(warmup // 10):].sum(), rel=1e-12) and lived < 100 * (50 - warmup)
     total = sum(sent[k].to_numpy()[int(warmup // 10):].sum() for k in timed.MAINTENANCE)
     assert row["maintenance_msgs_per_node_s"] == pytest.approx(total / lived)
+    size = sum(sent[k].to_numpy()[int(warmup // 10):].sum() * pt.message_bytes(k, p.leaf_set)
+               for k in timed.MAINTENANCE)
+    assert row["maintenance_bytes_per_node_s"] == pytest.approx(size / lived)
+    crashes = order[late.loc[order.index] & ~order.graceful]
+    assert row["crash_detected_after_s_mean"] == pytest.approx((crashes.down / 7e3).mean())
+    assert row["crash_repaired_after_s_mean"] == pytest.approx((crashes.node / 10.0).mean())
+
+
+def test_a_window_where_nobody_lives_has_no_rates(tmp_path):
+    """Every node gone for good before the warm-up ends: no node-seconds, so no rates (NaN), no departures."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed as pt
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "warmup_s=40"]).params
+    down = np.linspace(1_000.0, 30_000.0, 100)
+    gone = pt.Departures.of(np.arange(100), down, np.full(100, np.inf), np.zeros(100, bool))
+    lookups = pd.DataFrame({"t_issue": [5_000.0], "src": [3], "key_hi": [1], "key_lo": [2]})
+    done = pd.DataFrame({"lid": [0], "outcome": ["correct"], "dest": [4], "t_done": [5_100.0], "hops": [1],
+                         "timeouts": [0], "latency_ms": [100.0]})
+    sent = pd.DataFrame({"t_ms": np.arange(0.0, 50_000.0, 10_000.0), **{k: 1 for k in timed.MAINTENANCE}})
+    got = timed.TimedRun(done, *[pd.DataFrame()] * 3, None, sent, 1, *[pd.DataFrame()] * 2)
+    rep = pd.DataFrame({"left_s": down / 1000.0, "graceful": False, "detected_after_s": 1.0,
+                        "leaf_sets_repaired_after_s": 2.0})
+    row = pt.sweep_row(p, small_ring(100), gone, lookups, got, rep)
+    assert row["departures"] == row["returns"] == row["lookups"] == 0
+    assert np.isnan(row["maintenance_msgs_per_node_s"]) and np.isnan(row["maintenance_bytes_per_node_s"])
+
+
+def test_downtimes_too_short_to_tell_from_their_start_still_end_after_it(tmp_path):
+    """A Weibull of shape 0.1 draws many downtimes below a float's step at their time: the node still comes
+    back (after its going), so nearly every departure of a long run with returns is followed by one."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments.pastry_timed import workload
+    sets = ["recover_share=1", "duration_s=3600", "mean_downtime_s=60", "downtime=weibull",
+            "downtime_weibull_shape=0.1"]
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+                              *(a for kv in sets for a in ("--set", kv))]).params
+    spans = workload(p, 60.0)[0].spans
+    back = spans[np.isfinite(spans.up)]
+    assert (back.up > back.down).all() and len(back) > 0.97 * len(spans), len(back) / len(spans)
 
 
 @pytest.mark.parametrize("law", ["exponential", "weibull", "pareto"])

@@ -349,7 +349,8 @@ PASTRY_TIMED = {t.name: t for t in (
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),
           ("departures", "", "crashes and graceful leaves (a node that went twice counts twice)"),
-          ("returns", "", "of those, the ones the node came back from"),
+          ("returns", "", "of those, the ones the node came back from (timeline.csv's returns count "
+                          "them by when they happen)"),
           ("lookups", "", "lookups issued (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key"),
           ("lookup_wrong", "share", "delivered to another node"),

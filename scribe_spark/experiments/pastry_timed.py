@@ -51,8 +51,8 @@ HANDLE_BYTES = 16 + 4 + 2
 HEADER_BYTES = 20 + 8 + 1 + HANDLE_BYTES
 KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
-# timeline.csv's columns that sweep.csv gives for the whole run
-WHOLE_RUN = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms_mean",
+# timeline.csv's columns that sweep.csv gives over its window (from warmup_s on)
+WINDOW = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms_mean",
              "lookup_latency_ms_p99", "timeouts_per_lookup")
 
 
@@ -135,7 +135,7 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share   # per node
     back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
     comes = back.random(p.nodes) < p.recover_share
-    up = ends + _downtimes(p, back, p.nodes)
+    up = _back_at(ends, _downtimes(p, back, p.nodes))
     gone = _sessions(p, law, ends, graceful, comes, up)
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
@@ -164,7 +164,7 @@ def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful:
         ends = np.maximum(start + 1000.0 * law.sessions(again, n), np.nextafter(start, np.inf))
         graceful = again.random(n) < p.leave_share
         comes = again.random(n) < p.recover_share
-        up = ends + _downtimes(p, again, n)
+        up = _back_at(ends, _downtimes(p, again, n))
     return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
 
 
@@ -174,6 +174,12 @@ def _downtimes(p: PastryTimedParams, rng: np.random.Generator, n: int) -> np.nda
         return 1000.0 * p.mean_downtime_s * rng.exponential(1.0, n)
     shape = {"weibull": p.downtime_weibull_shape, "pareto": p.downtime_pareto_shape}[p.downtime]
     return 1000.0 * SessionLaw(p.downtime, p.mean_downtime_s, shape).sessions(rng, n)
+
+
+def _back_at(ends: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """When nodes that went at `ends` come back after `down` ms: a downtime too short to tell from its start
+    (a small Weibull shape draws some below a float's step at that time) still ends after it."""
+    return np.maximum(ends + down, np.nextafter(ends, np.inf))
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
@@ -348,23 +354,25 @@ def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tu
 
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
               rep: pd.DataFrame) -> dict:
-    """A sweep point from `warmup_s` to the end: the departures and returns in that time, the lookups issued
-    in it, its maintenance per node and second of node life, its crashes' delays."""
+    """A sweep point from `warmup_s` to the end: the departures in that time (and how many of them a return
+    followed), the lookups issued in it, its maintenance per node and second of node life, its crashes'
+    delays (NaN rates if no node lives in it)."""
     width, first = 1000.0 * p.bin_s, round(p.warmup_s / p.bin_s)   # the first bin measured (validate)
     bins = got.maintenance.iloc[first:]
     since = float(bins.t_ms.iloc[0])   # its start, as timeline.csv has it
     late = lookups.t_issue.to_numpy(np.float64) // width >= first   # by bin of issue, as the timeline
-    whole = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
-                         p.hop_ms).iloc[0]
+    window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
+                          p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
     sent = float(_sent(bins, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
     spans = gone.spans.sort_values(["down", "node"], kind="stable")   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
-            "lookups": int(whole.lookups), **{c: whole[c] for c in WHOLE_RUN},
-            "maintenance_msgs_per_node_s": sent / alive_s,
-            "maintenance_bytes_per_node_s": float(_bytes(bins, p.leaf_set).sum()) / alive_s,
+            "lookups": int(window.lookups), **{c: window[c] for c in WINDOW},
+            "maintenance_msgs_per_node_s": sent / alive_s if alive_s > 0 else math.nan,
+            "maintenance_bytes_per_node_s": (float(_bytes(bins, p.leaf_set).sum()) / alive_s if alive_s > 0
+                                             else math.nan),
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
 
