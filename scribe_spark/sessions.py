@@ -51,6 +51,16 @@ class SessionLaw:
             return self.mean_s * (self.shape - 1) / self.shape
         return self.mean_s
 
+    @property
+    def median(self) -> float:
+        """The law's median session (s): the mean times ln 2 for the exponential, lambda (ln 2)^(1/k) for
+        Weibull, x_m 2^(1/alpha) for Pareto."""
+        if self.kind == "weibull":
+            return self.scale * math.log(2) ** (1 / self.shape)
+        if self.kind == "pareto":
+            return self.scale * 2 ** (1 / self.shape)
+        return self.mean_s * math.log(2)
+
     def sessions(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Whole sessions of `n` newcomers (s)."""
         if self.kind == "weibull":

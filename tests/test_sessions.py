@@ -19,6 +19,13 @@ def test_sessions_have_the_mean_asked_for(law):
         assert x.min() >= law.scale
 
 
+@pytest.mark.parametrize("law", LAWS, ids=lambda x: f"{x.kind}-{x.shape}")
+def test_the_median_is_the_draws_median(law):
+    x = law.sessions(np.random.default_rng(2), 400_000)
+    assert np.median(x) == pytest.approx(law.median, rel=0.01)
+    assert law.median < law.mean_s   # the four laws here are all skewed to the right
+
+
 def _renewal_residuals(law, rng, points=20_000):
     """What remains of the session under way at random moments of one long run of back-to-back sessions."""
     sessions = law.sessions(rng, 2_000_000)

@@ -210,6 +210,43 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
     assert "keep-alive 3 s: 4 crash" in summary and "keep-alive 6 s: 4 crash" in summary
 
 
+LAW_WORDS = [("exponential", [], "0.693 x mean (exponential)"),
+             ("weibull", ["weibull_shape=0.5"], "0.24 x mean (weibull)")]
+
+
+@pytest.mark.parametrize("session, shape, words", LAW_WORDS)
+def test_a_session_sweep_is_also_drawn_against_the_median(tmp_path, monkeypatch, session, shape, words):
+    """Swept over mean sessions, each sweep plot has a second axis of median sessions, the law's median over
+    its mean (ln 2 for the exponential, (ln 2)^2 / Gamma(3) for a Weibull of shape 0.5)."""
+    import contextlib
+
+    import matplotlib.pyplot as plt
+
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed
+    from scribe_spark.experiments.run import Run
+    axes = []
+
+    @contextlib.contextmanager
+    def figure(path, title, xlabel, ylabel):
+        fig, ax = plt.subplots()
+        axes.append(ax)
+        yield ax
+        plt.close(fig)
+    monkeypatch.setattr(pastry_timed.plots, "figure", figure)
+    sets = [f"session={session}", "mean_session_s=[600, 1200]", *shape]
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+                              *(a for kv in sets for a in ("--set", kv))]).params
+    sweep = pd.DataFrame({"mean_session_s": [600.0, 1200.0], "keepalive_s": 3.0, "lookup_wrong": 0.01,
+                          "lookup_lost": 0.0, "lookup_latency_ms_p99": 900.0,
+                          "maintenance_msgs_per_node_s": 1.0})
+    pastry_timed._sweep_plots(sweep, p, Run("pastry_timed", p, tmp_path))
+    assert len(axes) == 3
+    for ax in axes:
+        (top,) = ax.child_axes
+        assert top.get_xlabel() == f"median session (s): {words}"
+
+
 def test_fixed_point_runs_until_a_pass_changes_nothing(spark, progress):
     """A chain of events, each one unit after its cause, takes one pass per link and one to confirm."""
     seed = spark.createDataFrame([(0.0,)], "t double")

@@ -53,7 +53,7 @@ KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every ta
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
 # timeline.csv's columns that sweep.csv gives over its window (from warmup_s on)
 WINDOW = ("lookup_success", "lookup_wrong", "lookup_lost", "lookup_latency_ms_mean",
-             "lookup_latency_ms_p99", "timeouts_per_lookup")
+          "lookup_latency_ms_p99", "timeouts_per_lookup")
 
 
 @dataclass(frozen=True)
@@ -492,6 +492,10 @@ def _sweep_plots(sweep: pd.DataFrame, p: PastryTimedParams, run: Run) -> None:
         with plots.figure(run.path(png), f"{p.nodes} nodes, {p.duration_s:g} s", x, ylabel) as ax:
             for value, rows in failed.groupby(by, sort=False):
                 ax.plot(rows[x], rows[col], "-o", ms=3, label=f"{by} = {value:g}")
+            if x == "mean_session_s":   # the same points against the median session, which the law fixes
+                ratio = SessionLaw.of(p, 1.0).median
+                top = ax.secondary_xaxis("top", functions=(lambda m: m * ratio, lambda m: m / ratio))
+                top.set_xlabel(f"median session (s): {ratio:.3g} x mean ({p.session})")
 
 
 def _stats(v: pd.Series) -> list[float]:
