@@ -240,16 +240,20 @@ class Downs:
             return np.full(len(i), np.inf)
         return np.where((i >= 0) & (i < len(values)), values[np.clip(i, 0, len(values) - 1)], np.inf)
 
+    def at(self, nodes: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each node at its time, from one search of its intervals: whether it is down (gone at or before
+        it, and not back by then), and its incarnation (how many times it came back by then)."""
+        i, lo, _ = self._last(nodes, t)
+        t, up = np.asarray(t, np.float64), self._pick(self.up, i)
+        return (i >= 0) & (t < up), np.where(i >= 0, i - lo + (up <= t), 0).astype(np.int32)
+
     def is_down(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Whether each node is down at its time: gone at or before it, and not back by then."""
-        i, _, _ = self._last(nodes, t)
-        return (i >= 0) & (np.asarray(t, np.float64) < self._pick(self.up, i))
+        """Whether each node is down at its time (`at`)."""
+        return self.at(nodes, t)[0]
 
     def incarnation(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Each node's incarnation at its time: how many times it came back by then."""
-        i, lo, _ = self._last(nodes, t)
-        back = self._pick(self.up, i) <= np.asarray(t, np.float64)
-        return np.where(i >= 0, i - lo + back, 0).astype(np.int32)
+        """Each node's incarnation at its time (`at`)."""
+        return self.at(nodes, t)[1]
 
     def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
         """When each node next goes down after t_from (inf: not again)."""
@@ -1267,8 +1271,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     via = m["via"].to_numpy(np.int32)
     waited = via == TIMEOUT
     # a lookup that waited for a timeout is lost if its node went down meanwhile, even if back by now
-    went = downs.incarnation(at, t) != downs.incarnation(at, t - tm.rto_ms)
-    dead_now = downs.is_down(at, t) | (waited & went)
+    down_now, life = downs.at(at, t)
+    dead_now = down_now | (waited & (life != downs.incarnation(at, t - tm.rto_ms)))
     # a hop or a timeout counts when its arrival is handled: before `until`, at a live node
     timeouts = m["timeouts"].to_numpy(np.int32) + (waited & ~dead_now & (t < until))
     hops = m["hops"].to_numpy(np.int32) + ((via == HOP) & (t < until))
@@ -1293,14 +1297,14 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
         outcome[stays] = np.where(right, "correct", "wrong")
     moves = np.flatnonzero((outcome == "") & ~stays)
     arrive = (t[moves] + ring.prox.dist(at[moves], nxt[moves]).astype(np.float64)) + tm.proc_ms
-    lost_hop = downs.is_down(nxt[moves], arrive)
+    lost_hop, life_at_arrival = downs.at(nxt[moves], arrive)
     declared = np.full(len(m), -1, np.int64)
     declared[moves[lost_hop]] = nxt[moves[lost_hop]]
     new_at, new_t, new_via = at.copy(), t.copy(), via.copy()
     found = np.zeros(len(m), bool)
     # the lookup avoids the node it found dead only if that node is not back by the timeout: then its
     # node cannot have heard it is back, and declares it; else the state read at the timeout decides
-    back = downs.incarnation(nxt[moves], t[moves] + tm.rto_ms) != downs.incarnation(nxt[moves], arrive)
+    back = downs.incarnation(nxt[moves], t[moves] + tm.rto_ms) != life_at_arrival
     found[moves[lost_hop & ~back]] = True
     cleared = np.zeros(len(m), bool)
     cleared[moves[~lost_hop]] = True
