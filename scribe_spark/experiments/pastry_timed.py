@@ -96,6 +96,11 @@ class Departures:
         """{node: when it comes back}."""
         return self._times(self.spans[np.isfinite(self.spans.up)], "up")
 
+    @property
+    def in_time(self) -> pd.DataFrame:
+        """The rows by time, then node: the order of repairs.csv's rows."""
+        return self.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
+
     def counts(self) -> dict[str, int]:
         """How many crashes, leaves and returns."""
         s = self.spans
@@ -135,7 +140,7 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share   # per node
     back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
     comes = back.random(p.nodes) < p.recover_share
-    up = _back_at(ends, _downtimes(p, back, p.nodes))
+    up = _after(ends, _downtimes(p, back, p.nodes))
     gone = _sessions(p, law, ends, graceful, comes, up)
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
@@ -159,12 +164,10 @@ def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful:
         live[going[back]] = True
         k += 1
         again = stream(p.seed, Purpose.SESSIONS, n, k)
-        start = up
-        # a session too short to tell from its start (a tiny Weibull draw) still ends after it
-        ends = np.maximum(start + 1000.0 * law.sessions(again, n), np.nextafter(start, np.inf))
+        ends = _after(up, 1000.0 * law.sessions(again, n))
         graceful = again.random(n) < p.leave_share
         comes = again.random(n) < p.recover_share
-        up = _back_at(ends, _downtimes(p, again, n))
+        up = _after(ends, _downtimes(p, again, n))
     return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
 
 
@@ -176,10 +179,10 @@ def _downtimes(p: PastryTimedParams, rng: np.random.Generator, n: int) -> np.nda
     return 1000.0 * SessionLaw(p.downtime, p.mean_downtime_s, shape).sessions(rng, n)
 
 
-def _back_at(ends: np.ndarray, down: np.ndarray) -> np.ndarray:
-    """When nodes that went at `ends` come back after `down` ms: a downtime too short to tell from its start
+def _after(start: np.ndarray, span: np.ndarray) -> np.ndarray:
+    """The ends of spans (sessions, downtimes; ms) from their starts: one too short to tell from its start
     (a small Weibull shape draws some below a float's step at that time) still ends after it."""
-    return np.maximum(ends + down, np.nextafter(ends, np.inf))
+    return np.maximum(start + span, np.nextafter(start, np.inf))
 
 
 def simulate(p: PastryTimedParams, run: Run) -> Outcome:
@@ -365,7 +368,7 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
                           p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
     sent = float(_sent(bins, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
-    spans = gone.spans.sort_values(["down", "node"], kind="stable")   # in the order of rep's rows
+    spans = gone.in_time   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
@@ -418,7 +421,7 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     """One row per departure: who noticed it and when, and when the leaf sets that held it were whole."""
-    left = gone.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
+    left = gone.in_time
     goings = left[["node", "down"]].rename(columns={"node": "failed"})
 
     def going(frame: pd.DataFrame) -> pd.DataFrame:
