@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 _log = logging.getLogger(__name__)
@@ -303,6 +303,29 @@ def resident(frame: DataFrame, keys: tuple[str, ...], partitions: int) -> DataFr
     out = frame.repartition(partitions, *keys).sortWithinPartitions(*keys).persist()
     rows(out)
     return out
+
+
+def memory_for_cache(spark: SparkSession) -> int:
+    """The bytes Spark may cache in memory, summed over its block managers (each one's unified memory)."""
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().valuesIterator()
+    total = 0
+    while status.hasNext():
+        total += int(status.next()._1())
+    return total
+
+
+def cache_level(need: int, memory: int) -> StorageLevel:
+    """The storage level for a cached frame of about `need` bytes, given `memory` bytes to cache in.
+
+    Spark keeps a cached frame's blocks deserialized in memory and spills the rest to disk; a block
+    read back from disk is unrolled into memory again, a row at a time, until memory runs out, and the
+    rows unrolled so far stay on the heap while the task reads on. For a frame larger than memory that
+    happens at every read of most blocks, two tasks at a time, beside the blocks held and the tasks'
+    own memory (the JVM's heap ran out at 40M nodes while a routing task read such a block). A
+    serialized block is copied back whole or not at all, and only once memory is granted, so a frame
+    that does not fit is cached serialized.
+    """
+    return StorageLevel.MEMORY_AND_DISK_DESER if need <= memory else StorageLevel.MEMORY_AND_DISK
 
 
 def hashed_by(frame: DataFrame, key: str) -> bool:

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from scribe_spark import ids, topology
+from scribe_spark import bsp, ids, topology
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry import overlay as ov
 from tests.helpers import (
@@ -204,16 +204,31 @@ def test_leaf_rule_takes_a_key_in_its_range_to_the_closest_of_the_node_and_its_l
     assert 0.2 < in_range.mean() < 0.9
 
 
+def _built_and_routed(spark, level=None):
+    """An 800-node overlay's state and 1,000 routes (and the level its state was cached at)."""
+    ring = small_ring(800, seed=5)
+    o = ov.build_overlay(spark, ring, "proximity", seed=5)
+    got = o.state.storageLevel
+    st = o.state.toPandas().sort_values("id")
+    r = ov.route(o, ov.lookups(spark, ring, 1000, 8, None))
+    r = r.toPandas().sort_values("mid").reset_index(drop=True)
+    o.unpersist()
+    return st, r, got
+
+
 def test_same_seed_gives_identical_state_and_routes(spark):
-    def once():
-        ring = small_ring(800, seed=5)
-        o = ov.build_overlay(spark, ring, "proximity", seed=5)
-        st = o.state.toPandas().sort_values("id")
-        r = ov.route(o, ov.lookups(spark, ring, 1000, 8, None))
-        r = r.toPandas().sort_values("mid").reset_index(drop=True)
-        o.unpersist()
-        return st, r
-    (s1, r1), (s2, r2) = once(), once()
+    (s1, r1, _), (s2, r2, _) = _built_and_routed(spark), _built_and_routed(spark)
+    assert [list(x) for x in s1.rt] == [list(x) for x in s2.rt]
+    assert r1.equals(r2)
+
+
+def test_a_state_larger_than_memory_is_cached_serialized_with_the_same_state_and_routes(spark, monkeypatch):
+    s1, r1, fits = _built_and_routed(spark)
+    assert bsp.memory_for_cache(spark) > ov.state_need(small_ring(800, seed=5))
+    assert fits.deserialized and fits.useMemory and fits.useDisk
+    monkeypatch.setattr(bsp, "memory_for_cache", lambda spark: 1000)
+    s2, r2, big = _built_and_routed(spark)
+    assert not big.deserialized and big.useMemory and big.useDisk
     assert [list(x) for x in s1.rt] == [list(x) for x in s2.rt]
     assert r1.equals(r2)
 

@@ -24,6 +24,7 @@ from scribe_spark import bsp
 from scribe_spark.columns import AT, DST, ID, SRC
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
+from scribe_spark.sizes import state_bytes
 from scribe_spark.spark.arrow import (
     as_u64,
     batch_columns,
@@ -161,9 +162,14 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
     state = (spark.range(ring.n, numPartitions=partitions or state_partitions(sc, ring.n))
              .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)
              .repartition(partitions or resident_partitions(sc, ring.n), ID)
-             .persist())
+             .persist(bsp.cache_level(state_need(ring), bsp.memory_for_cache(spark))))
     bsp.rows(state)
     return Overlay(ring, ring_bc, state, mode, converged=True)
+
+
+def state_need(ring: Ring) -> int:
+    """The bytes a ring's node state needs, about (the capacity check's lower bound)."""
+    return state_bytes(ring.n, ring.b, ring.leaf_set, ring.neighborhood)
 
 
 def with_distance(overlay: Overlay, df: DataFrame, a: str, b: str, out: str) -> DataFrame:
