@@ -8,7 +8,7 @@ can be broadcast to Spark executors.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +60,12 @@ class Proximity:
         if self.coords is not None:
             return {axis: self.coords[:, i] for i, axis in enumerate("xyz"[:self.coords.shape[1]])}
         return {site_name: self.site}
+
+    def subset(self, nodes: np.ndarray) -> "Proximity":
+        """The locations of `nodes` alone, numbered 0..len(nodes)-1 in that order (the same model)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return replace(self, coords=None if self.coords is None else self.coords[nodes],
+                       site=None if self.site is None else self.site[nodes])
 
     def dist(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Return the distance between nodes a[i] and b[i] (0 where a[i] == b[i])."""

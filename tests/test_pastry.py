@@ -345,3 +345,36 @@ def test_graphframe_view_is_optional_and_explains_what_is_missing(spark, overlay
     # the same data in GraphFrame layout, without the package
     edges = overlay_1500.routing_edges()
     assert edges.columns == ["src", "dst", "row", "col"] and "id" in overlay_1500.state.columns
+
+
+@pytest.mark.parametrize("model", ["plane", "transit-stub"])
+def test_the_members_state_is_the_converged_state_of_the_members_alone_by_brute_force(model):
+    ring = small_ring(600, model=model, seed=4)
+    members = np.sort(np.random.default_rng(4).choice(ring.n, 420, replace=False))
+    absent = np.setdiff1d(np.arange(ring.n), members)
+    nodes = members[::7]
+    leaf, rt, nbr = kernels.member_states(kernels.members_ring(ring, members), members, nodes)
+    ints = node_ints(ring)
+    order = sorted(members.tolist(), key=lambda i: ints[i])
+    for x, lx, tx, mx in zip(nodes.tolist(), leaf, rt, nbr):
+        p = order.index(x)
+        assert list(lx) == [order[(p - k) % len(order)] for k in range(1, 9)] + \
+            [order[(p + k) % len(order)] for k in range(1, 9)]
+        d = ring.prox.dist(np.full(ring.n, x), np.arange(ring.n))
+        d[absent], d[x] = np.inf, np.inf
+        assert sorted(d[list(mx)]) == pytest.approx(np.sort(d)[:32])
+        # every slot: the nearest member in its class, or empty when the class has no member
+        classes: dict[tuple[int, int], list[int]] = {}
+        for y in members.tolist():
+            if y != x:
+                r = (128 - (ints[x] ^ ints[y]).bit_length()) // 4
+                classes.setdefault((r, (ints[y] >> (128 - 4 * (r + 1))) & 15), []).append(y)
+        assert not np.isin(tx, absent).any()
+        for slot, e in enumerate(tx.tolist()):
+            cands = classes.get((slot // 16, slot % 16), [])
+            assert (e >= 0) == bool(cands)
+            if cands:
+                assert d[e] == pytest.approx(d[cands].min())
+        assert all(r < len(tx) // 16 for r, _ in classes)
+    with pytest.raises(ValueError, match="one of the members"):
+        kernels.member_states(kernels.members_ring(ring, members), members, absent[:3])

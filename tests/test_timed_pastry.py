@@ -420,3 +420,46 @@ def test_a_request_or_lookup_to_a_node_that_said_it_is_back_is_sent_again_not_de
     assert not any(f == y for f, _, _, _ in res.detections)
     assert [(look["outcome"], look["dest"]) for look in res.lookups] == [("correct", y)] * 4
     assert res.lookups[0]["timeouts"] == 1
+
+
+def test_nodes_absent_from_the_start_are_as_if_not_in_the_ring():
+    """Absent nodes that never come back: the run equals, renumbered, the run on the ring of the others."""
+    ring, link, phase = matrix_setup(150, 8, seed=3)
+    rng = np.random.default_rng(3)
+    absent = np.sort(rng.choice(ring.n, 40, replace=False))
+    members = np.setdiff1d(np.arange(ring.n), absent)
+    lookups = [lk for lk in random_lookups(rng, ring.n, 200, 0.0, 8000.0) if lk[1] in set(members.tolist())]
+    crash = {int(members[5]): 2500.0, int(members[60]): 4100.0}
+    until = 9000.0
+    res = TimedPastry(ring, link, PARAMS, phase, absent).run(
+        {**crash, **{int(v): -math.inf for v in absent}}, lookups, until)
+    sub, local = kernels.members_ring(ring, members), {int(v): i for i, v in enumerate(members)}
+    alone = TimedPastry(sub, lambda u, v: link(int(members[u]), int(members[v])), PARAMS,
+                        phase[members]).run({local[v]: t for v, t in crash.items()},
+                                            [(t, local[s], h, lo) for t, s, h, lo in lookups], until)
+    assert [lk["outcome"] for lk in res.lookups] == [lk["outcome"] for lk in alone.lookups]
+    assert [lk["dest"] for lk in res.lookups] == [int(members[d]) if (d := lk["dest"]) >= 0 else d
+                                                  for lk in alone.lookups]
+    assert [lk["latency_ms"] for lk in res.lookups] == [lk["latency_ms"] for lk in alone.lookups]
+    assert res.messages == alone.messages and sum(res.messages.values()) > 0
+    assert sorted(res.detections) == sorted((int(members[y]), int(members[x]), c, t)
+                                            for y, x, c, t in alone.detections)
+    assert len(res.detections) > 0 and not set(absent.tolist()) & {y for y, *_ in res.detections}
+    with pytest.raises(ValueError, match="absent nodes go down at -inf"):
+        TimedPastry(ring, link, PARAMS, phase, absent).run(crash, lookups, until)
+
+
+def test_nodes_absent_from_the_start_come_back_into_the_leaf_sets():
+    """Absent nodes coming back rejoin through the leaf sets they had with every node in: at the end every
+    leaf set is the whole ring's (nobody else goes down)."""
+    ring, link, phase = matrix_setup(150, 8, seed=4)
+    rng = np.random.default_rng(4)
+    absent = np.sort(rng.choice(ring.n, 45, replace=False))
+    back = {int(v): float(t) for v, t in zip(absent, rng.uniform(0.0, 5000.0, len(absent)))}
+    sim = TimedPastry(ring, link, PARAMS, phase, absent)
+    start = [list(leaf) for leaf in sim.leaf_sets()]
+    assert all(not set(start[x]) & set(absent.tolist()) for x in range(ring.n) if x not in back)
+    res = sim.run({v: -math.inf for v in back}, [], 20_000.0, recoveries=back)
+    want = live_leaf_sets(ring, set())
+    assert all(res.leaf[v] == want[v] for v in range(ring.n))
+    assert res.messages["rejoin"] > 0 and res.messages["announce"] > 0

@@ -119,6 +119,33 @@ def whole_ring(ring: Ring, count: int) -> bool:
     return count - 1 < ring.leaf_set
 
 
+def members_ring(ring: Ring, members: np.ndarray) -> Ring:
+    """The ring of the sorted `members` alone, numbered 0..len(members)-1 in that order."""
+    members = np.asarray(members, dtype=np.int64)
+    if len(members) and not (np.diff(members) > 0).all():
+        raise ValueError("members must be sorted and distinct")
+    return Ring(ring.hi[members], ring.lo[members], ring.b, ring.leaf_set, ring.neighborhood,
+                ring.prox.subset(members))
+
+
+def member_states(sub: Ring, members: np.ndarray, nodes: np.ndarray, mode: str = "proximity",
+                  seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """The converged leaf sets, routing tables and neighbourhood sets of `nodes` (each one of the sorted
+    `members`) on the overlay of the members alone (`sub` = `members_ring`), in the whole ring's node
+    numbers: the state an overlay converges to when the other nodes are not in it. (`random` mode draws
+    from the members' own numbering, so its picks differ from the whole ring's.)"""
+    members = np.asarray(members, dtype=np.int64)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    local = np.searchsorted(members, nodes)
+    if len(nodes) and not np.array_equal(members[np.minimum(local, len(members) - 1)], nodes):
+        raise ValueError("every node must be one of the members")
+
+    def renumbered(rows: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.where(r >= 0, members[np.maximum(r, 0)], -1) for r in rows]
+    return (renumbered(leaf_sets(sub, local)), renumbered(routing_tables(sub, local, mode, seed)),
+            renumbered(neighborhood_sets(sub, local)))
+
+
 def leaf_sets(ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
     """Return each node's leaf set: L/2 smaller then L/2 larger ids, nearest first, wrapping.
 

@@ -32,7 +32,7 @@ from scribe_spark.spark.arrow import (
     local_frame,
     values_offsets,
 )
-from scribe_spark.spark.shared import share
+from scribe_spark.spark.shared import release, share
 from scribe_spark.streams import Purpose, stream
 
 _log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class Overlay:
     state: DataFrame
     mode: str
     converged: bool = False
+    members: "Members | None" = None   # built with nodes absent: those present (None: every node)
 
     def routing_edges(self) -> DataFrame:
         """Return routing-table entries as edges (src, dst, row, col)."""
@@ -117,7 +118,9 @@ class Overlay:
                                f"{type(e).__name__})") from None
 
 
-def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -> Callable:
+def _state_task(ring_bc: Broadcast, mode: str, seed: int, members_bc: Broadcast | None = None,
+                chunk: int = 20_000) -> Callable:
+    """mapInArrow task: ring positions -> the converged state of their nodes (`build_overlay`)."""
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring = ring_bc.value
         # the input is a range of ring positions: a task's nodes share prefix classes, so it
@@ -126,12 +129,58 @@ def _state_task(ring_bc: Broadcast, mode: str, seed: int, chunk: int = 20_000) -
         nodes = ring.order[positions.astype(np.int64)]
         for s in range(0, len(nodes), chunk):
             part = nodes[s:s + chunk]
+            leaf, rt, nbr = _states(ring, part, mode, seed, None if members_bc is None else members_bc.value)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(part), list_array(kernels.leaf_sets(ring, part)),
-                 list_array(kernels.routing_tables(ring, part, mode, seed)),
-                 list_array(kernels.neighborhood_sets(ring, part))],
+                [pa.array(part), list_array(leaf), list_array(rt), list_array(nbr)],
                 schema=to_arrow_schema(STATE_SCHEMA))
     return _
+
+
+@dataclass(frozen=True)
+class Members:
+    """The nodes an overlay is built of when others are absent (sorted), and their ring alone."""
+
+    ids: np.ndarray
+    ring: Ring
+
+    @classmethod
+    def of(cls, ring: Ring, absent: np.ndarray) -> "Members":
+        """The nodes of `ring` but the `absent` ones."""
+        ids_ = np.setdiff1d(np.arange(ring.n), np.asarray(absent, dtype=np.int64))
+        return cls(ids_, kernels.members_ring(ring, ids_))
+
+    def leaf_sets(self, ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
+        """The nodes' converged leaf sets as `build_overlay` made them: the members' on their own ring, the
+        others' on the whole `ring`."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        out = kernels.leaf_sets(ring, nodes)
+        inside = np.flatnonzero(np.isin(nodes, self.ids))
+        if len(inside):
+            own = kernels.leaf_sets(self.ring, np.searchsorted(self.ids, nodes[inside]))
+            for i, row in zip(inside, own):
+                out[i] = self.ids[row]
+        return out
+
+
+def _states(ring: Ring, nodes: np.ndarray, mode: str, seed: int,
+            members: Members | None) -> tuple[list, list, list]:
+    """The nodes' converged (leaf, rt, nbr): on the whole ring, but for the `members`' on theirs alone."""
+    def whole(part: np.ndarray) -> tuple[list, list, list]:
+        return (kernels.leaf_sets(ring, part), kernels.routing_tables(ring, part, mode, seed),
+                kernels.neighborhood_sets(ring, part))
+    if members is None:
+        return whole(nodes)
+    inside = np.isin(nodes, members.ids)
+    out: tuple[list, list, list] = ([None] * len(nodes), [None] * len(nodes), [None] * len(nodes))
+    for where in (np.flatnonzero(inside), np.flatnonzero(~inside)):
+        if not len(where):
+            continue
+        got = (kernels.member_states(members.ring, members.ids, nodes[where], mode, seed) if inside[where[0]]
+               else whole(nodes[where]))
+        for column, values in zip(out, got):
+            for i, v in zip(where, values):
+                column[i] = v
+    return out
 
 
 def state_partitions(sc: SparkContext, n: int) -> int:
@@ -150,21 +199,27 @@ def resident_partitions(sc: SparkContext, n: int) -> int:
 
 
 def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed: int = 0,
-                  partitions: int | None = None) -> Overlay:
+                  partitions: int | None = None, absent: np.ndarray | None = None) -> Overlay:
     """Build every node's converged state (leaf set, routing table, neighborhood set).
 
-    mode is `proximity` (proximity neighbor selection) or `random`.
+    mode is `proximity` (proximity neighbor selection) or `random`. With `absent` (node numbers), the
+    other nodes get the state of the overlay they form without them, in which no state names an absent
+    node, and each absent node the state it would have with every node in (what it comes back with).
     """
     if mode not in ("proximity", "random"):
         raise ValueError(f"mode: must be 'proximity' or 'random' (got {mode!r})")
     sc = spark.sparkContext
     ring_bc = share(sc, ring)
+    members = Members.of(ring, absent) if absent is not None and len(absent) else None
+    members_bc = None if members is None else share(sc, members)
     state = (spark.range(ring.n, numPartitions=partitions or state_partitions(sc, ring.n))
-             .mapInArrow(_state_task(ring_bc, mode, seed), STATE_SCHEMA)
+             .mapInArrow(_state_task(ring_bc, mode, seed, members_bc), STATE_SCHEMA)
              .repartition(partitions or resident_partitions(sc, ring.n), ID)
              .persist(bsp.cache_level(state_need(ring), bsp.memory_for_cache(spark))))
     bsp.rows(state)
-    return Overlay(ring, ring_bc, state, mode, converged=True)
+    if members_bc is not None:
+        release(members_bc)
+    return Overlay(ring, ring_bc, state, mode, converged=members is None, members=members)
 
 
 def state_need(ring: Ring) -> int:

@@ -31,7 +31,9 @@ and in the leaf set if among the nearest) and replies with its leaf set, which t
 no repair logged); after each merge it tells the members it has not told yet (announce: a WELCOME at
 each). Timers and replies of a life before the return do nothing (`_Node.ignores`: set before the node's
 last going); a node heard back within a request's timeout is not declared failed by it (a leaf-set request
-is sent again: `reask`). Table and neighbourhood entries once emptied stay empty (`forgot`).
+is sent again: `reask`). Table and neighbourhood entries once emptied stay empty (`forgot`). A node absent
+from the start goes down at -inf: the overlay is built without it in any other node's state
+(`overlay.build_overlay(absent=...)`), and it comes back, if it does, as any other node.
 
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
@@ -87,7 +89,7 @@ from scribe_spark.columns import ID
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
-from scribe_spark.pastry.overlay import NODES, Overlay
+from scribe_spark.pastry.overlay import NODES, Members, Overlay
 from scribe_spark.spark.arrow import as_u64, batch_columns, local_frame, values_offsets
 from scribe_spark.spark.shared import release, share
 
@@ -256,10 +258,13 @@ class Downs:
         return self.at(nodes, t)[1]
 
     def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
-        """When each node next goes down after t_from (inf: not again)."""
+        """When each node next goes down after t_from (inf: not again); t_from itself if it is down then
+        (only a node absent from the start is: a node's versions begin while it is up, or at -inf)."""
         i, lo, hi = self._last(nodes, t_from)
         j = np.where(i >= 0, i + 1, lo)
-        return np.where(j < hi, self._pick(self.down, j), np.inf)
+        t_from = np.broadcast_to(np.asarray(t_from, np.float64), i.shape)
+        return np.where((i >= 0) & (t_from < self._pick(self.up, i)), t_from,
+                        np.where(j < hi, self._pick(self.down, j), np.inf))
 
     def of_nodes(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every interval of the nodes given: (the node's place in `nodes`, down, up) per interval."""
@@ -313,6 +318,7 @@ class _Context:
     held_routed: list[DataFrame] = field(default_factory=list)   # the last routing's, released by the next
     passes: int = 0                              # maintenance passes run (`_maintain`), in every loop
     recovers: DataFrame | None = None            # the recoveries as events (None: nobody comes back)
+    members_bc: Broadcast | None = None          # the overlay's `members`, for the tasks (None: every node)
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -350,7 +356,8 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     ctx = _Context(overlay=overlay, downs=table, downs_bc=share(spark.sparkContext, table), crashed=crashed,
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
-                   bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms))
+                   bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms),
+                   members_bc=None if overlay.members is None else share(spark.sparkContext, overlay.members))
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
@@ -371,6 +378,8 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
             if frame is not None:
                 bsp.release(frame)
         release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
+        if ctx.members_bc is not None:
+            release(ctx.members_bc)
 
 
 def _recover_frame(spark, downs: Downs, until: float) -> DataFrame | None:
@@ -569,11 +578,13 @@ def _empty(spark, schema: T.StructType) -> DataFrame:
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
     ring_bc, downs_bc, until, tm = ctx.ring_bc, ctx.downs_bc, ctx.until, ctx.timers
+    members_bc = ctx.members_bc
     parts = events.sparkSession.sparkContext.defaultParallelism
     schema = to_arrow_schema(LOG_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, downs, held = ring_bc.value, downs_bc.value, None
+        members = None if members_bc is None else members_bc.value
         for batch in batches:   # a node's rows are contiguous, maybe cut between two batches
             batch = batch if held is None else pa.concat_batches([held, batch])
             if not batch.num_rows:
@@ -583,9 +594,9 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
             body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
             held = batch.slice(body)
             if body:
-                yield _fold_nodes(_Wire(ring, downs, tm, until), batch.slice(0, body), schema)
+                yield _fold_nodes(_Wire(ring, downs, tm, until, members), batch.slice(0, body), schema)
         if held is not None and held.num_rows:
-            yield _fold_nodes(_Wire(ring, downs, tm, until), held, schema)
+            yield _fold_nodes(_Wire(ring, downs, tm, until, members), held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
     if tm.table_repair:   # without table repair no node reads its table: a declared entry reads as empty
         events = events.unionByName(_tables(ctx, events))
@@ -611,6 +622,7 @@ class _Wire:
     downs: Downs
     timers: Timers
     until: float
+    members: Members | None = None   # the overlay's nodes present at the start (None: every node)
 
 
 def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -619,7 +631,8 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     cut = np.flatnonzero(np.diff(node)) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(node)]
     nodes = node[starts].astype(np.int64)
-    leaves = kernels.leaf_sets(wire.ring, nodes)
+    leaves = (kernels.leaf_sets(wire.ring, nodes) if wire.members is None
+              else wire.members.leaf_sets(wire.ring, nodes))   # the state each started from
     members = events.column("members")   # most events carry none: sliced only where a merge reads them
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]

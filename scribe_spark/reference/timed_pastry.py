@@ -21,6 +21,9 @@ after `until_ms` has no reply counted.
 `routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
 successors nearest first; a flat routing table (-1 empty); a neighbourhood set; and the set of
 nodes it knows dead, empty. The ring must have more than L nodes, so that the two sides are disjoint.
+Nodes given as *absent* are down from before time starts (each must go down at -inf) and in no other
+node's state: the others start from the converged state of the overlay they form alone (more than L
+of them), and an absent node holds, for when it comes back, its converged state with every node in.
 Nodes crash at the times given (no joins): a crashed node processes nothing, the messages arriving
 at it are dropped and its timers do nothing, until it recovers, if it does (below). A node that leaves
 gracefully at a time given first sends a LEAVE to every member of its current leaf set, then stops as
@@ -184,7 +187,7 @@ class TimedPastry:
     """The event-driven simulator: one converged ring, then `run` with crashes and lookups."""
 
     def __init__(self, ring: Ring, link_ms: Callable[[int, int], float], params: TimedParams,
-                 phase: np.ndarray) -> None:
+                 phase: np.ndarray, absent: np.ndarray | None = None) -> None:
         if ring.n <= ring.leaf_set:
             raise ValueError(f"the ring needs more than L = {ring.leaf_set} nodes, has {ring.n}")
         phase = np.asarray(phase, dtype=np.float64)
@@ -192,16 +195,26 @@ class TimedPastry:
             raise ValueError("phase needs one value in [0, keepalive_ms) per node")
         self.ring, self.link, self.params, self.phase = ring, link_ms, params, phase
         self.max_attempts = ring.route_bound if params.max_attempts is None else params.max_attempts
+        self.absent = np.unique(np.asarray([] if absent is None else absent, dtype=np.int64))
+        present = ring.n - len(self.absent)
+        if present <= ring.leaf_set:
+            raise ValueError(f"more than L = {ring.leaf_set} nodes must be present, not {present}")
         self._converged = self._converged_state()
         self.nodes = self._fresh_nodes()
 
     def _converged_state(self) -> list[tuple[list[int], list[int], list[int], list[int]]]:
-        """Every node's converged (pred, succ, rt, nbr), from the kernels."""
+        """Every node's converged (pred, succ, rt, nbr), from the kernels: the absent nodes' with every node
+        in, the others' on the overlay of those others alone."""
         all_nodes = np.arange(self.ring.n)
         half = self.ring.leaf_set // 2
         leaf = kernels.leaf_sets(self.ring, all_nodes)
         rt = kernels.routing_tables(self.ring, all_nodes)
         nbr = kernels.neighborhood_sets(self.ring, all_nodes)
+        if len(self.absent):
+            members = np.setdiff1d(all_nodes, self.absent)
+            own = kernels.member_states(kernels.members_ring(self.ring, members), members, members)
+            for i, x in enumerate(members.tolist()):
+                leaf[x], rt[x], nbr[x] = own[0][i], own[1][i], own[2][i]
         return [(row[:half].tolist(), row[half:].tolist(), t.tolist(), m.tolist())
                 for row, t, m in zip(leaf, rt, nbr)]
 
@@ -231,6 +244,9 @@ class TimedPastry:
         `crashes`, graceful `leaves` and `recoveries` are {node: time or list of times}: a node goes down
         (crash or leave) and recovers in turn, each time after the one before."""
         spans = outages(crashes, leaves, recoveries)
+        gone = {v for v, down, *_ in spans if down == -math.inf}
+        if gone != set(self.absent.tolist()):
+            raise ValueError("exactly the absent nodes go down at -inf (before time starts)")
         self._reset({v for v, *_ in spans}, lookups, until_ms)
         for v, down, up, graceful in spans:   # every going before every return: ties keep that order
             self.spans[v].append((down, up))
