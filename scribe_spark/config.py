@@ -701,7 +701,7 @@ def max_delay_ms(p: AnyProximity) -> float:
 class PastryTimedParams(AnyProximity):
     """Pastry in simulated time: crashes and leaves at session ends, keep-alives, repair, lookups per bin."""
 
-    nodes: int = node_counts(1000, "members at the start (all converged)")
+    nodes: int = node_counts(1000, "nodes, all up and converged at the start unless start = steady")
     duration_s: float = knob(600.0, "simulated time", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     warmup_s: float = knob(0.0, "sweep.csv measures from this time on (a whole number of bins; timeline.csv "
@@ -729,6 +729,11 @@ class PastryTimedParams(AnyProximity):
                                          hi=100.0, only_with=("downtime", "weibull"))
     downtime_pareto_shape: float = knob(2.0, "downtime = pareto: shape alpha (> 1 for a finite mean)", lo=1.0,
                                         hi=100.0, lo_open=True, only_with=("downtime", "pareto"))
+    start: str = knob("all_up", "all_up: every node up and converged at time 0; steady: the steady state "
+                                "of sessions and downtimes (needs recover_share = 1): each node down with "
+                                "chance mean_downtime_s / (mean_session_s + mean_downtime_s), for what "
+                                "remains of a downtime under way, and in no other node's state; the others "
+                                "converged among themselves", choices=("all_up", "steady"))
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)
@@ -763,6 +768,9 @@ class PastryTimedParams(AnyProximity):
         _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
                  f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes; set false",
                  self.check)
+        _require(self.start == "all_up" or self.recover_share == 1, "start",
+                 "steady needs recover_share = 1 (without newcomers, only nodes that always come back keep a "
+                 "steady state)", self.start)
         cycle = min(self.mean_session_s) + self.mean_downtime_s
         _require(self.recover_share == 0 or cycle >= self.duration_s / 1000, "mean_downtime_s",
                  f"with recover_share > 0, must leave mean_session_s + mean_downtime_s >= duration_s / 1,000 "

@@ -35,6 +35,7 @@ class Purpose:
     LOOKUP_BLOCKS = 17       # lookups' later blocks (scope: their first block's scope and purpose, block)
     RETURNS = 18             # pastry_timed: which departed nodes come back, and after how long (nodes)
     SESSIONS = 19            # pastry_timed: the sessions after a return, how they end (nodes, round)
+    START = 20               # pastry_timed: who is down at a steady start, and for how long (nodes)
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -101,6 +101,8 @@ CASES = [
     ("pastry_timed", ["--set", "downtime_weibull_shape=0.5"], "key 'downtime_weibull_shape'"),
     ("pastry_timed", ["--set", "warmup_s=15"], "key 'warmup_s': must be a whole number of bins"),
     ("pastry_timed", ["--set", "warmup_s=600"], "key 'warmup_s'"),
+    ("pastry_timed", ["--set", "start=steady", "--set", "recover_share=0.9"],
+     "key 'start': steady needs recover_share = 1"),
     ("tno_timestamp_size", ["--set", "topics_per_client=[0]"], "key 'topics_per_client'"),
     ("tno_timestamp_size", ["--set", 'popularity=["flat"]'], "key 'popularity'"),
     ("tno_timestamp_size", ["--set", "clients=100000000000"], "key 'clients'"),

@@ -386,3 +386,56 @@ def test_a_node_with_books_answers_its_table_requests_as_the_next_pass_would():
              second, [s, e])
     asked = _folded(timed._Node(ring, x, leaf, True), [rt, found, fail, reply])
     assert answered == asked and len(answered) > len(kinds)
+
+
+def test_a_steady_start_draws_each_node_down_with_the_steady_chance(tmp_path):
+    """start = steady: each node is down at the start with chance D / (S + D), gone since -inf for a
+    residual downtime; the others draw as with every node up, and so do the lookups. The timeline counts
+    the absent nodes out of the members from the start and not among the departures; repairs.csv has no
+    row for them."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed as pt
+    args = ["--conf", str(TINY), "--out", str(tmp_path), "--set", "nodes=4000", "--set", "recover_share=1",
+            "--set", "mean_downtime_s=60"]
+    p = plan("pastry_timed", [*args, "--set", "start=steady"]).params
+    gone, lookups = pt.workload(p, 60.0)
+    everyone, asked = pt.workload(plan("pastry_timed", args).params, 60.0)
+    pd.testing.assert_frame_equal(lookups, asked)
+    absent = gone.absent
+    assert abs(len(absent) - 2000) < 5 * np.sqrt(4000 * 0.25)
+    first = gone.spans.drop_duplicates("node").set_index("node")
+    assert (first.down[absent] == -np.inf).all() and not first.graceful[absent].any()
+    present = everyone.spans.drop_duplicates("node").set_index("node").drop(absent, errors="ignore")
+    assert first.down.drop(absent).to_dict() == present.down.to_dict()
+    assert gone.counts()["absent"] == len(absent) and np.isfinite(gone.within.down).all()
+    n, bins = len(lookups), np.arange(0.0, 50_000.0, 10_000.0)
+    done = pd.DataFrame({"lid": np.arange(n), "outcome": "correct", "dest": 0, "t_done": lookups.t_issue,
+                         "hops": 0, "timeouts": 0, "latency_ms": 1.0})
+    sent = pd.DataFrame({"t_ms": bins, **{k: 0 for k in timed.MAINTENANCE}})
+    def none(*cols: str) -> pd.DataFrame:
+        return pd.DataFrame({c: np.zeros(0, np.float64 if c == "t" else np.int64) for c in cols})
+    got = timed.TimedRun(done, none("failed", "detector", "t"), none("node", "failed", "asked", "t"),
+                         none("node", "t"), None, sent, 1, none(), none())
+    line = pt.timeline(p, small_ring(4000), gone, lookups, got)
+    s, end = gone.within, 10_000.0
+    gone0 = int((s.down < end).sum())
+    back0 = int((gone.spans.up < end).sum())
+    assert line.members.iat[0] == 4000 - len(absent) - gone0 + back0
+    assert (line.crashes + line.leaves).sum() == len(s)
+    assert line.returns.sum() == np.isfinite(gone.spans.up).sum()
+    assert len(pt.repairs(gone, got)) == len(s)
+
+
+def test_residual_downtimes_are_those_of_a_downtime_under_way():
+    """A Weibull of shape 0.5 has a coefficient of variation of sqrt(5): what remains of a downtime under
+    way at a random moment has mean D (1 + 5) / 2 = 3 D; the exponential's is D (memoryless)."""
+    from dataclasses import replace
+
+    from scribe_spark.config import PastryTimedParams
+    from scribe_spark.experiments import pastry_timed as pt
+    p = PastryTimedParams(mean_downtime_s=60.0, downtime="weibull", downtime_weibull_shape=0.5)
+    rest = pt._downtimes(p, np.random.default_rng(1), 400_000, residual=True)
+    assert rest.mean() == pytest.approx(3 * 60_000.0, rel=0.03)
+    plain = pt._downtimes(replace(p, downtime="exponential"), np.random.default_rng(1), 400_000,
+                          residual=True)
+    assert plain.mean() == pytest.approx(60_000.0, rel=0.01)

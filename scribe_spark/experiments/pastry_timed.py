@@ -1,6 +1,7 @@
 """Experiment pastry_timed: Pastry in simulated time while nodes crash or leave, bin by bin.
 
-`nodes` members start converged. Each draws what remains of a session under way from `session`'s law (mean
+`nodes` members start converged (with `start = "steady"`, a share of them down and the others converged
+among themselves). Each draws what remains of a session under way from `session`'s law (mean
 `mean_session_s`); a session that ends before `duration_s` ends in a graceful leave (a share `leave_share`
 of them: the node tells its leaf set first) or a crash. After a share `recover_share` of the departures
 the node comes back after a downtime (law `downtime`, mean `mean_downtime_s`) with its id and last state,
@@ -101,11 +102,24 @@ class Departures:
         """The rows by time, then node: the order of repairs.csv's rows."""
         return self.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
 
+    @property
+    def absent(self) -> np.ndarray:
+        """The nodes down from before the start (gone at -inf: a steady start), sorted."""
+        return np.unique(self.spans.node[self.spans.down == -np.inf].to_numpy(np.int64))
+
+    @property
+    def within(self) -> pd.DataFrame:
+        """The rows of the goings within the run (not the absences from before the start), by time."""
+        spans = self.in_time
+        return spans[np.isfinite(spans.down)].reset_index(drop=True)
+
     def counts(self) -> dict[str, int]:
-        """How many crashes, leaves and returns."""
-        s = self.spans
-        return {"crashes": int((~s.graceful).sum()), "leaves": int(s.graceful.sum()),
-                "returns": int(np.isfinite(s.up).sum())}
+        """How many crashes and leaves within the run, and returns (also of nodes absent at the start, and
+        how many those are, if any)."""
+        s, absent = self.spans, len(self.absent)
+        run = s[np.isfinite(s.down)]
+        return {"crashes": int((~run.graceful).sum()), "leaves": int(run.graceful.sum()),
+                "returns": int(np.isfinite(s.up).sum()), **({"absent": absent} if absent else {})}
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,8 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     back = stream(p.seed, Purpose.RETURNS, p.nodes)   # per node, as the leaves: the same at every point
     comes = back.random(p.nodes) < p.recover_share
     up = _after(ends, _downtimes(p, back, p.nodes))
+    if p.start == "steady":
+        ends, graceful, comes, up = _steady_start(p, mean_session_s, ends, graceful, comes, up)
     gone = _sessions(p, law, ends, graceful, comes, up)
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
@@ -171,12 +187,26 @@ def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful:
     return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
 
 
-def _downtimes(p: PastryTimedParams, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Downtimes of `n` nodes (ms) from `downtime`'s law of mean `mean_downtime_s`."""
+def _steady_start(p: PastryTimedParams, mean_session_s: float, ends: np.ndarray, graceful: np.ndarray,
+                  comes: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The first sessions' ends, how they end and the returns after them, when the run starts in the steady
+    state of sessions and downtimes: each node is down with chance mean downtime / (mean session + mean
+    downtime), gone since -inf (before the start) for what remains of a downtime under way, then back; the
+    others' draws are those of a start with every node up."""
+    rng = stream(p.seed, Purpose.START, p.nodes)
+    down = rng.random(p.nodes) < p.mean_downtime_s / (mean_session_s + p.mean_downtime_s)
+    rest = _downtimes(p, rng, p.nodes, residual=True)
+    return (np.where(down, -np.inf, ends), graceful & ~down, comes | down, np.where(down, rest, up))
+
+
+def _downtimes(p: PastryTimedParams, rng: np.random.Generator, n: int, residual: bool = False) -> np.ndarray:
+    """Downtimes of `n` nodes (ms) from `downtime`'s law of mean `mean_downtime_s` (with `residual`, what
+    remains of downtimes under way at a random moment of the steady state)."""
     if p.downtime == "exponential":   # a unit draw times the mean: SessionLaw's draw rounds otherwise
-        return 1000.0 * p.mean_downtime_s * rng.exponential(1.0, n)
+        return 1000.0 * p.mean_downtime_s * rng.exponential(1.0, n)   # memoryless: the residual is alike
     shape = {"weibull": p.downtime_weibull_shape, "pareto": p.downtime_pareto_shape}[p.downtime]
-    return 1000.0 * SessionLaw(p.downtime, p.mean_downtime_s, shape).sessions(rng, n)
+    law = SessionLaw(p.downtime, p.mean_downtime_s, shape)
+    return 1000.0 * (law.residuals(rng, n) if residual else law.sessions(rng, n))
 
 
 def _after(start: np.ndarray, span: np.ndarray) -> np.ndarray:
@@ -190,27 +220,47 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
-    t0 = time.time()
-    overlay = build_overlay(spark, ring, seed=p.seed)   # every point starts from the same converged state
-    run.log(f"converged state for {p.nodes} nodes ({time.time() - t0:.1f}s)")
+    overlay = None
+    if p.start == "all_up":   # every point starts from the same converged state
+        overlay = _converged(p, run, ring, np.zeros(0, np.int64))
     points = [Point(m, k) for m in p.mean_session_s for k in p.keepalive_s]
     done = [run.point(at.label, lambda at=at: _point(p, run, ring, overlay, at)) for at in points]
-    overlay.unpersist()
+    if overlay is not None:
+        overlay.unpersist()
     tables = {name: pd.concat([d[name] for d in done], ignore_index=True)
               for name in ("timeline", "repairs", "sweep")}
     return Outcome(tables, {"points": [d["notes"] for d in done], "checked": p.check})
 
 
+def _converged(p: PastryTimedParams, run: Run, ring: Ring, absent: np.ndarray):
+    """The converged overlay of the nodes present at the start (`build_overlay`)."""
+    present = p.nodes - len(absent)
+    if present <= p.leaf_set:
+        raise ValueError(f"only {present} of the {p.nodes} nodes are up at the steady start, and the overlay "
+                         f"needs more than leaf_set = {p.leaf_set}: raise nodes or mean_session_s")
+    t0 = time.time()
+    overlay = build_overlay(spark_session(run.name), ring, seed=p.seed,
+                            absent=absent if len(absent) else None)
+    run.log(f"converged state for {present} nodes" + (f" ({len(absent)} down)" if len(absent) else "")
+            + f" ({time.time() - t0:.1f}s)")
+    return overlay
+
+
 def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> dict:
-    """One sweep point: simulate, check against the reference, and tabulate."""
+    """One sweep point: simulate, check against the reference, and tabulate (on its own overlay of the nodes
+    up at its start if `overlay` is None)."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
     n = gone.counts()
     back = f", {n['returns']} come back" if n["returns"] else ""
-    run.log(f"{at.label}: within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
+    away = f"{n['absent']} of {p.nodes} down at the start; " if n.get("absent") else ""
+    run.log(f"{at.label}: {away}within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
             f"{back}; {len(lookups):,} lookups")
-    got = timed.simulate(overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
-                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
+    own = _converged(p, run, ring, gone.absent) if overlay is None else None
+    got = timed.simulate(own or overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s,
+                         seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
+    if own is not None:
+        own.unpersist()
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
             f"{len(got.table_repairs):,} table entries refilled")
@@ -262,7 +312,8 @@ def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, loo
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
-    return TimedPastry(ring, link, params, phase).run(gone.crashes, asked, until, gone.leaves, gone.returns)
+    return TimedPastry(ring, link, params, phase, gone.absent).run(gone.crashes, asked, until, gone.leaves,
+                                                                   gone.returns)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
@@ -301,8 +352,8 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     ends = np.minimum(starts + width, until)
     alive_s, members = _alive(ring.n, gone, starts, ends)
     rows = pd.DataFrame({"time_s": starts / 1000.0, "members": members})
-    s = gone.spans
-    for name, times in (("crashes", s.down[~s.graceful]), ("leaves", s.down[s.graceful]),
+    s, went = gone.spans, gone.within
+    for name, times in (("crashes", went.down[~went.graceful]), ("leaves", went.down[went.graceful]),
                         ("returns", s.up[np.isfinite(s.up)])):
         at = times.to_numpy(np.float64) // width
         rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
@@ -340,7 +391,7 @@ def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:
 
 def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per bin [start, end): the node-seconds lived in it, and the nodes alive at its end."""
-    t = np.sort(gone.spans.down.to_numpy(np.float64))
+    t = np.sort(np.maximum(gone.spans.down.to_numpy(np.float64), 0.0))   # absent from the start: gone at 0
     before = np.r_[0.0, np.cumsum(t)]   # sums of the first k departure times
     i, j = np.searchsorted(t, starts, "right"), np.searchsorted(t, ends, "left")
     lived = (before[j] - before[i]) - (j - i) * starts + (n - j) * (ends - starts)
@@ -368,7 +419,7 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
                           p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
     sent = float(_sent(bins, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
-    spans = gone.in_time   # in the order of rep's rows
+    spans = gone.within   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
@@ -420,8 +471,9 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
 
 
 def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
-    """One row per departure: who noticed it and when, and when the leaf sets that held it were whole."""
-    left = gone.in_time
+    """One row per departure within the run: who noticed it and when, and when the leaf sets that held it
+    were whole."""
+    left = gone.within
     goings = left[["node", "down"]].rename(columns={"node": "failed"})
 
     def going(frame: pd.DataFrame) -> pd.DataFrame:
@@ -526,16 +578,21 @@ def _point_line(n: dict) -> str:
 
 
 def _back(n: dict) -> str:
-    """A point's returns in its summary line, if any."""
-    return f", {n['returns']} come back" if n.get("returns") else ""
+    """A point's returns in its summary line, if any, and its nodes down at the start, if any."""
+    away = f", {n['absent']} down at the start" if n.get("absent") else ""
+    return (f", {n['returns']} come back" if n.get("returns") else "") + away
 
 
 def _returning(p: PastryTimedParams) -> str:
     """Who comes back, in words."""
     if p.recover_share == 0:
         return "nobody joins or recovers"
+    steady = ("; the run starts in the steady state: each node down with chance mean downtime / (mean "
+              "session + mean downtime), for what remains of a downtime under way, and in no other node's "
+              "state"
+              if p.start == "steady" else "")
     return (f"after a share {p.recover_share:g} of the departures the node comes back after a downtime of "
-            f"mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; nobody joins")
+            f"mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; nobody joins{steady}")
 
 
 def _law(p: PastryTimedParams) -> str:
