@@ -129,15 +129,15 @@ def test_nodes_absent_at_a_steady_start_give_the_reference_run(spark):
     had with every node in, and most come back, rejoining through that state's leaf set (members of it
     still absent are declared). A few members crash. Lookups, detections, repairs and messages equal the
     reference's, whose members start converged among themselves."""
-    ring = small_ring(80, model="matrix", leaf=8, seed=5)
-    seed, until = 2, 16_000.0
+    ring = small_ring(60, model="matrix", leaf=8, seed=5)
+    seed, until = 2, 9_000.0
     rng = np.random.default_rng(6)
-    absent = np.sort(rng.choice(ring.n, 20, replace=False))
+    absent = np.sort(rng.choice(ring.n, 15, replace=False))
     members = np.setdiff1d(np.arange(ring.n), absent)
     crashes = {int(v): -np.inf for v in absent}
-    back = {int(v): float(rng.uniform(0, 10_000)) for v in absent[:14]}
-    crashes.update({int(v): float(rng.uniform(2_000, 12_000)) for v in rng.choice(members, 3, replace=False)})
-    k = 30
+    back = {int(v): float(rng.uniform(0, 5_000)) for v in absent[:10]}
+    crashes.update({int(v): float(rng.uniform(1_000, 6_000)) for v in rng.choice(members, 2, replace=False)})
+    k = 20
     lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0, until, k)), "src": rng.choice(members, k),
                             "key_hi": rng.integers(0, 2**63, k).astype(np.uint64),
                             "key_lo": rng.integers(0, 2**63, k).astype(np.uint64)})
