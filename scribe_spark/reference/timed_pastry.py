@@ -47,6 +47,9 @@ back to the node that sent it: a leaf-set request (or REJOIN) is then sent to it
 LEAF_REQUEST, and a lookup routed again. A node whose last leaf set is all down when it recovers
 ends with an empty leaf set, and no one learns it is back (the model has no other way back in).
 
+**Joins.** A node absent from the start may come in as a newcomer instead, by Pastry's join, in its
+first life (`run`'s `newcomers`; `timed_joins` has the protocol).
+
 **Keep-alives.** Node x ticks at phase_x + k T_ka (k = 0, 1, ...). At each tick a live x sends a
 PROBE to every member of its current leaf set and sets a timer T_fd later for each; a live member
 answers at once with a PROBE_REPLY. If the reply to that very probe has not arrived by the timer
@@ -114,6 +117,7 @@ import numpy as np
 from scribe_spark.pastry import kernels
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.reference.closest import closest_live
+from scribe_spark.reference.timed_joins import Joins
 from scribe_spark.sessions import Times, outages
 
 CRASH, MESSAGE, TIMER = 0, 1, 2   # event priorities at equal times
@@ -157,6 +161,8 @@ class TimedResult:
     sent_at: dict[str, list[float]] = field(default_factory=dict)   # send times by kind (not lookups)
     table_asks: list[tuple[int, int, int, float]] = field(default_factory=list)     # (node, slot, asked, t)
     table_repairs: list[tuple[int, int, int, float]] = field(default_factory=list)  # (node, slot, entry, t)
+    joined: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t its state was built)
+    joins_lost: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t its JOIN was lost)
 
 
 @dataclass
@@ -183,8 +189,8 @@ def _ragged(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(values, dtype=np.int64), np.array([0, len(values)], dtype=np.int64)
 
 
-class TimedPastry:
-    """The event-driven simulator: one converged ring, then `run` with crashes and lookups."""
+class TimedPastry(Joins):
+    """The event-driven simulator: one converged ring, then `run` with crashes, returns, joins and lookups."""
 
     def __init__(self, ring: Ring, link_ms: Callable[[int, int], float], params: TimedParams,
                  phase: np.ndarray, absent: np.ndarray | None = None) -> None:
@@ -238,22 +244,27 @@ class TimedPastry:
     # ------------------------------------------------------------ the event loop
 
     def run(self, crashes: dict[int, Times], lookups: list[Lookup], until_ms: float,
-            leaves: dict[int, Times] | None = None,
-            recoveries: dict[int, Times] | None = None) -> TimedResult:
+            leaves: dict[int, Times] | None = None, recoveries: dict[int, Times] | None = None,
+            newcomers: set[int] | frozenset[int] = frozenset()) -> TimedResult:
         """Simulate from the converged state to `until_ms` (reset first: runs are independent);
         `crashes`, graceful `leaves` and `recoveries` are {node: time or list of times}: a node goes down
-        (crash or leave) and recovers in turn, each time after the one before."""
+        (crash or leave) and recovers in turn, each time after the one before. The first return of a
+        node of `newcomers` (each absent from the start) is a join (`timed_joins`)."""
         spans = outages(crashes, leaves, recoveries)
         gone = {v for v, down, *_ in spans if down == -math.inf}
         if gone != set(self.absent.tolist()):
             raise ValueError("exactly the absent nodes go down at -inf (before time starts)")
+        if not set(newcomers) <= gone:
+            raise ValueError("a newcomer must be absent from the start")
         self._reset({v for v, *_ in spans}, lookups, until_ms)
+        self.newcomers = set(newcomers)
         for v, down, up, graceful in spans:   # every going before every return: ties keep that order
             self.spans[v].append((down, up))
             self._push(down, CRASH, self._leave if graceful else self._crash, v)
-        for v, _down, up, _g in spans:
+        for v, down, up, _g in spans:
             if up < math.inf:
-                self._push(up, CRASH, self._recover, v)
+                joins = down == -math.inf and v in newcomers
+                self._push(up, CRASH, self._join if joins else self._recover, v)
         for x in range(self.ring.n):
             self._schedule_tick(x, 0)
         for lid, (t, *_rest) in enumerate(lookups):
@@ -262,7 +273,8 @@ class TimedPastry:
             t, _prio, _seq, handler, args = heapq.heappop(self.heap)
             handler(t, *args)
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
-                           self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs)
+                           self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs,
+                           self.join_built, self.join_lost)
 
     def _reset(self, downs: set[int], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
@@ -282,6 +294,11 @@ class TimedPastry:
         self.sent_at: defaultdict[str, list[float]] = defaultdict(list)
         self.detections, self.repairs, self.repair_starts = [], [], []
         self.table_asks, self.table_repairs = [], []
+        self.join_log: list[tuple[int, float]] = []           # (newcomer, t it joined)
+        self.join_built: list[tuple[int, float]] = []         # (newcomer, t its state was built)
+        self.join_lost: list[tuple[int, float]] = []          # (newcomer, t its JOIN was lost)
+        self.join_replies: dict[int, dict] = {}               # newcomer -> hop -> (node, last, state)
+        self.newcomers: set[int] = set()
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
         self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
@@ -291,6 +308,14 @@ class TimedPastry:
         """Schedule handler(t, *args)."""
         heapq.heappush(self.heap, (t, priority, self.seq, handler, args))
         self.seq += 1
+
+    def _at_arrival(self, t: float, handler: Callable, *args) -> None:
+        """Schedule a message's arrival (sent and counted by the caller)."""
+        self._push(t, MESSAGE, handler, *args)
+
+    def _at_timer(self, t: float, handler: Callable, *args) -> None:
+        """Schedule a timer."""
+        self._push(t, TIMER, handler, *args)
 
     def _send(self, kind: str, u: int, v: int, t: float, handler: Callable, *args) -> None:
         """Send a message of `kind` from u to v at t (counted now): handler runs at the arrival."""
@@ -349,6 +374,8 @@ class TimedPastry:
         with its leaf set."""
         if self.alive[m]:
             self._welcome(m, x, t)
+            if self.is_new(x):
+                self.take_in(m, x)
             self._send("rejoin_reply", m, x, t, self._on_rejoin_reply, x, m, rid, self.nodes[m].leaf, inc)
 
     def _on_rejoin_reply(self, t: float, x: int, m: int, rid: int, members: list[int], inc: int) -> None:
@@ -597,9 +624,14 @@ class TimedPastry:
 
     def _next_hop(self, lid: int, u: int) -> int | None:
         """The routing rule on u's current state: the next node, or None where the lookup ends at u."""
-        node = self.nodes[u]
         khi, klo = self.keys[lid]
-        nxt, rule = kernels.route_step(self.ring, khi, klo, np.array([u]), *_ragged(self._routing_leaf(u)),
+        return self._rule(u, int(khi[0]), int(klo[0]))
+
+    def _rule(self, u: int, khi: int, klo: int) -> int | None:
+        """The routing rule for a key on u's current state: the next node, or None where it ends at u."""
+        node = self.nodes[u]
+        key = np.array([khi], dtype=np.uint64), np.array([klo], dtype=np.uint64)
+        nxt, rule = kernels.route_step(self.ring, *key, np.array([u]), *_ragged(self._routing_leaf(u)),
                                        *_ragged(node.rt), *_ragged(node.nbr))
         return None if rule[0] == kernels.DELIVERED else int(nxt[0])
 
