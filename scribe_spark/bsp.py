@@ -317,11 +317,11 @@ def memory_for_cache(spark: SparkSession) -> int:
 def cache_level(need: int, memory: int) -> StorageLevel:
     """The storage level for a cached frame of about `need` bytes, given `memory` bytes to cache in.
 
-    Spark keeps a cached frame's blocks deserialized in memory and spills the rest to disk; a block
-    read back from disk is unrolled into memory again, a row at a time, until memory runs out, and the
-    rows unrolled so far stay on the heap while the task reads on. For a frame larger than memory that
-    happens at every read of most blocks, two tasks at a time, beside the blocks held and the tasks'
-    own memory (the JVM's heap ran out at 40M nodes while a routing task read such a block). A
+    Spark keeps a cached frame's blocks deserialized in memory and spills the rest to disk; a block read
+    back from disk is unrolled into memory again, a column batch at a time, until memory runs out, and
+    the batches unrolled so far stay on the heap while the task reads on. For a frame larger than memory
+    that happens at every read of most blocks, two tasks at a time, beside the blocks held and the
+    tasks' own memory (the JVM's heap ran out at 40M nodes while a routing task read such a block). A
     serialized block is copied back whole or not at all, and only once memory is granted, so a frame
     that does not fit is cached serialized.
     """

@@ -204,9 +204,9 @@ def test_leaf_rule_takes_a_key_in_its_range_to_the_closest_of_the_node_and_its_l
     assert 0.2 < in_range.mean() < 0.9
 
 
-def _built_and_routed(spark, level=None):
-    """An 800-node overlay's state and 1,000 routes (and the level its state was cached at)."""
-    ring = small_ring(800, seed=5)
+def _built_and_routed(spark, n=800):
+    """An n-node overlay's state and 1,000 routes (and the level its state was cached at)."""
+    ring = small_ring(n, seed=5)
     o = ov.build_overlay(spark, ring, "proximity", seed=5)
     got = o.state.storageLevel
     st = o.state.toPandas().sort_values("id")
@@ -223,11 +223,11 @@ def test_same_seed_gives_identical_state_and_routes(spark):
 
 
 def test_a_state_larger_than_memory_is_cached_serialized_with_the_same_state_and_routes(spark, monkeypatch):
-    s1, r1, fits = _built_and_routed(spark)
-    assert bsp.memory_for_cache(spark) > ov.state_need(small_ring(800, seed=5))
+    s1, r1, fits = _built_and_routed(spark, 300)
+    assert bsp.memory_for_cache(spark) > ov.state_need(small_ring(300, seed=5))
     assert fits.deserialized and fits.useMemory and fits.useDisk
     monkeypatch.setattr(bsp, "memory_for_cache", lambda spark: 1000)
-    s2, r2, big = _built_and_routed(spark)
+    s2, r2, big = _built_and_routed(spark, 300)
     assert not big.deserialized and big.useMemory and big.useDisk
     assert [list(x) for x in s1.rt] == [list(x) for x in s2.rt]
     assert r1.equals(r2)

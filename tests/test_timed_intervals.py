@@ -144,6 +144,12 @@ def test_down_intervals():
     place, down, up = downs.of_nodes(np.array([9, 4, 3]))
     assert list(zip(place.tolist(), down.tolist(), up.tolist())) == [(1, 20.0, np.inf), (2, 10.0, 50.0),
                                                                      (2, 70.0, 90.0)]
+    # absent from the start (down since -inf) until 30, then down again at 60: its versions before its
+    # return end where they begin, those after it at its next going
+    absent = timed.Downs.of({6: [-np.inf, 60.0]}, {6: [30.0]})
+    at = np.array([-np.inf, 0.0, 29.0, 30.0, 59.0, 60.0])
+    assert absent.is_down(np.full(6, 6), at).tolist() == [True, True, True, False, False, True]
+    assert absent.cut(np.full(6, 6), at).tolist() == [-np.inf, 0.0, 29.0, 60.0, 60.0, np.inf]
     assert timed.Downs.of({}).is_down(np.array([1]), np.array([0.0])).tolist() == [False]
     assert timed.Downs.of({}).cut(np.array([1]), np.array([0.0])).tolist() == [np.inf]
     for ups in ({5: 30.0}, {3: [30.0, 40.0]}):

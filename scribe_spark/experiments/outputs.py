@@ -293,7 +293,8 @@ PASTRY_TIMED = {t.name: t for t in (
           ("members", "", "live nodes at the end of the bin"),
           ("crashes", "", "crashes in the bin"),
           ("leaves", "", "graceful leaves in the bin"),
-          ("returns", "", "returns in the bin: nodes that came back (recover_share)"),
+          ("returns", "", "returns in the bin: nodes that came back (recover_share), also those down since "
+                          "the start (start = steady)"),
           ("lookups", "", "lookups issued in the bin (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
                                       "at delivery"),

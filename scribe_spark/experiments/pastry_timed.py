@@ -14,11 +14,12 @@ at the link delays, a forwarder that sends to a dead node learning it `rto_ms` l
 docs/model.md, "Simulated time"). With `check = true` the sequential reference simulation runs on the same
 inputs and the run stops if any lookup, detection, repair or message count differs.
 
-`mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same
-converged state with the same draws. Tables: `timeline.csv` (one row per point and bin of `bin_s`:
-members, lookups by outcome, latency, hops, timeouts, maintenance messages per node and second),
-`repairs.csv` (one row per point and departure: when it was noticed and when the leaf sets that
-held it were repaired) and `sweep.csv` (one row per point, over the run from `warmup_s` on).
+`mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same converged
+state (with `start = "steady"`, that of the nodes up at its start) with the same draws. Tables:
+`timeline.csv` (one row per point and bin of `bin_s`: members, lookups by outcome, latency, hops, timeouts,
+maintenance messages per node and second), `repairs.csv` (one row per point and departure: when it was
+noticed and when the leaf sets that held it were repaired) and `sweep.csv` (one row per point, over the run
+from `warmup_s` on).
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ class Departures:
 
     @property
     def in_time(self) -> pd.DataFrame:
-        """The rows by time, then node: the order of repairs.csv's rows."""
+        """The rows by time, then node (`within`: without the absences from before the start)."""
         return self.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
 
     @property
@@ -220,13 +221,14 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
     ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
-    overlay = None
-    if p.start == "all_up":   # every point starts from the same converged state
-        overlay = _converged(p, run, ring, np.zeros(0, np.int64))
+    # every point starts from the same converged state, or with a steady start from that of the nodes up at
+    # its start, which its mean session decides (the points of one mean session follow each other)
+    starts = _Starts(p, run, ring)
     points = [Point(m, k) for m in p.mean_session_s for k in p.keepalive_s]
-    done = [run.point(at.label, lambda at=at: _point(p, run, ring, overlay, at)) for at in points]
-    if overlay is not None:
-        overlay.unpersist()
+    try:
+        done = [run.point(at.label, lambda at=at: _point(p, run, ring, starts, at)) for at in points]
+    finally:
+        starts.drop()
     tables = {name: pd.concat([d[name] for d in done], ignore_index=True)
               for name in ("timeline", "repairs", "sweep")}
     return Outcome(tables, {"points": [d["notes"] for d in done], "checked": p.check})
@@ -246,9 +248,32 @@ def _converged(p: PastryTimedParams, run: Run, ring: Ring, absent: np.ndarray):
     return overlay
 
 
-def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> dict:
-    """One sweep point: simulate, check against the reference, and tabulate (on its own overlay of the nodes
-    up at its start if `overlay` is None)."""
+class _Starts:
+    """The converged overlay a point starts from: of the nodes up at its start, built once for each set of
+    them in turn (the last one kept)."""
+
+    def __init__(self, p: PastryTimedParams, run: Run, ring: Ring) -> None:
+        self.p, self.run, self.ring = p, run, ring
+        self.absent: tuple[int, ...] | None = None
+        self.overlay = None
+
+    def of(self, absent: np.ndarray):
+        """The overlay without the `absent` nodes in any state."""
+        if self.absent != tuple(absent.tolist()):
+            self.drop()
+            self.overlay = _converged(self.p, self.run, self.ring, absent)
+            self.absent = tuple(absent.tolist())
+        return self.overlay
+
+    def drop(self) -> None:
+        """Free the overlay kept."""
+        if self.overlay is not None:
+            self.overlay.unpersist()
+        self.overlay, self.absent = None, None
+
+
+def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Point) -> dict:
+    """One sweep point: simulate, check against the reference, and tabulate."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
     n = gone.counts()
@@ -256,11 +281,8 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, overlay, at: Point) -> di
     away = f"{n['absent']} of {p.nodes} down at the start; " if n.get("absent") else ""
     run.log(f"{at.label}: {away}within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
             f"{back}; {len(lookups):,} lookups")
-    own = _converged(p, run, ring, gone.absent) if overlay is None else None
-    got = timed.simulate(own or overlay, gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s,
+    got = timed.simulate(starts.of(gone.absent), gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s,
                          seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
-    if own is not None:
-        own.unpersist()
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
             f"{len(got.table_repairs):,} table entries refilled")

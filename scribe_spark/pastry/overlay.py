@@ -89,6 +89,7 @@ class Overlay:
     mode: str
     converged: bool = False
     members: "Members | None" = None   # built with nodes absent: those present (None: every node)
+    members_bc: Broadcast | None = None   # `members` shared with the tasks that built the state
 
     def routing_edges(self) -> DataFrame:
         """Return routing-table entries as edges (src, dst, row, col)."""
@@ -96,6 +97,8 @@ class Overlay:
 
     def unpersist(self) -> None:
         self.state.unpersist()
+        if self.members_bc is not None:   # kept until now: a lost cached block is rebuilt from it
+            release(self.members_bc)
 
     def as_graphframe(self):
         """Return the overlay as a GraphFrame (vertices = node state, edges = routing-table entries).
@@ -149,16 +152,26 @@ class Members:
         ids_ = np.setdiff1d(np.arange(ring.n), np.asarray(absent, dtype=np.int64))
         return cls(ids_, kernels.members_ring(ring, ids_))
 
+    def among(self, nodes: np.ndarray) -> np.ndarray:
+        """Which of the nodes are members (a search of the sorted ids: no table as large as the ring)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if not len(self.ids):
+            return np.zeros(len(nodes), dtype=bool)
+        return self.ids[np.minimum(np.searchsorted(self.ids, nodes), len(self.ids) - 1)] == nodes
+
     def leaf_sets(self, ring: Ring, nodes: np.ndarray) -> list[np.ndarray]:
         """The nodes' converged leaf sets as `build_overlay` made them: the members' on their own ring, the
         others' on the whole `ring`."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        out = kernels.leaf_sets(ring, nodes)
-        inside = np.flatnonzero(np.isin(nodes, self.ids))
-        if len(inside):
-            own = kernels.leaf_sets(self.ring, np.searchsorted(self.ids, nodes[inside]))
-            for i, row in zip(inside, own):
+        inside = self.among(nodes)
+        out: list = [None] * len(nodes)
+        mine, others = np.flatnonzero(inside), np.flatnonzero(~inside)
+        if len(mine):
+            for i, row in zip(mine, kernels.leaf_sets(self.ring, np.searchsorted(self.ids, nodes[mine]))):
                 out[i] = self.ids[row]
+        if len(others):
+            for i, row in zip(others, kernels.leaf_sets(ring, nodes[others])):
+                out[i] = row
         return out
 
 
@@ -170,7 +183,7 @@ def _states(ring: Ring, nodes: np.ndarray, mode: str, seed: int,
                 kernels.neighborhood_sets(ring, part))
     if members is None:
         return whole(nodes)
-    inside = np.isin(nodes, members.ids)
+    inside = members.among(nodes)
     out: tuple[list, list, list] = ([None] * len(nodes), [None] * len(nodes), [None] * len(nodes))
     for where in (np.flatnonzero(inside), np.flatnonzero(~inside)):
         if not len(where):
@@ -211,15 +224,17 @@ def build_overlay(spark: SparkSession, ring: Ring, mode: str = "proximity", seed
     sc = spark.sparkContext
     ring_bc = share(sc, ring)
     members = Members.of(ring, absent) if absent is not None and len(absent) else None
+    if members is not None and len(members.ids) <= ring.leaf_set:
+        raise ValueError(f"absent: more than leaf_set = {ring.leaf_set} nodes must be present, "
+                         f"not {len(members.ids)}")
     members_bc = None if members is None else share(sc, members)
     state = (spark.range(ring.n, numPartitions=partitions or state_partitions(sc, ring.n))
              .mapInArrow(_state_task(ring_bc, mode, seed, members_bc), STATE_SCHEMA)
              .repartition(partitions or resident_partitions(sc, ring.n), ID)
              .persist(bsp.cache_level(state_need(ring), bsp.memory_for_cache(spark))))
     bsp.rows(state)
-    if members_bc is not None:
-        release(members_bc)
-    return Overlay(ring, ring_bc, state, mode, converged=members is None, members=members)
+    return Overlay(ring, ring_bc, state, mode, converged=members is None, members=members,
+                   members_bc=members_bc)
 
 
 def state_need(ring: Ring) -> int:

@@ -258,13 +258,13 @@ class Downs:
         return self.at(nodes, t)[1]
 
     def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
-        """When each node next goes down after t_from (inf: not again); t_from itself if it is down then
-        (only a node absent from the start is: a node's versions begin while it is up, or at -inf)."""
+        """When each node next goes down after t_from (inf: not again); t_from itself for a node absent
+        from the start (down since -inf) and not yet back then, whose versions begin at -inf."""
         i, lo, hi = self._last(nodes, t_from)
         j = np.where(i >= 0, i + 1, lo)
         t_from = np.broadcast_to(np.asarray(t_from, np.float64), i.shape)
-        return np.where((i >= 0) & (t_from < self._pick(self.up, i)), t_from,
-                        np.where(j < hi, self._pick(self.down, j), np.inf))
+        absent = (i >= 0) & (self._pick(self.down, i) == -np.inf) & (t_from < self._pick(self.up, i))
+        return np.where(absent, t_from, np.where(j < hi, self._pick(self.down, j), np.inf))
 
     def of_nodes(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every interval of the nodes given: (the node's place in `nodes`, down, up) per interval."""
@@ -348,6 +348,8 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     if bin_ms is not None and not 0 < bin_ms < math.inf:
         raise ValueError(f"bin_ms must be positive and finite (got {bin_ms})")
     spans = sessions.outages(crashes, leaves, recoveries)
+    if any(down == -math.inf and graceful for _v, down, _up, graceful in spans):
+        raise ValueError("a node absent from the start (down at -inf) crashed, not left")
     table = Downs.spans(spans)
     crashed = local_frame(spark, pd.DataFrame({"y": table.nodes, "t_down": table.down, "t_up": table.up}),
                           "y long, t_down double, t_up double").localCheckpoint()

@@ -10,10 +10,11 @@ no one, and:
 2. **Route.** The JOIN is routed from A to the newcomer's id as a lookup is, hop by hop on the state
    of each node at the time the JOIN is there (a forwarder that sends it to a node dead on arrival
    learns it `rto_ms` later, declares that node failed, repairs the table entry as after a lookup's
-   timeout, and routes again). Each node Z_i the JOIN reaches (i = 0 for A, counting hops) sends the
-   newcomer its leaf set, routing table and neighbourhood set as they are at the JOIN's arrival (kind
-   `join_reply`); the node where the JOIN ends, Z_k, marks its reply the last (it names k). A JOIN
-   past `lookup_timeout_ms` or the attempts' bound is lost: the newcomer stays up with an empty state.
+   timeout, and routes again; a JOIN is lost as a lookup is). Each node Z_i the JOIN reaches (i = 0
+   for A, counting hops) sends the newcomer its leaf set, routing table and neighbourhood set as they
+   are at the JOIN's arrival (kind `join_reply`); the node where the JOIN ends, Z_k, marks its reply
+   the last (it names k). A newcomer without its state `lookup_timeout_ms` after sending a JOIN tries
+   again from step 1, ignoring the replies to earlier tries.
 3. **State.** Once the newcomer has the replies of Z_0..Z_k it builds its state, at the arrival of the
    last of them: routing-table row r from Z_r's row r (rows past k from Z_k's), Z_r itself a candidate
    too, keeping in each slot the candidate valid for it (sharing r digits with it, digit r the slot's)
@@ -24,10 +25,10 @@ no one, and:
 4. **Announce.** It then asks every member of its leaf set to take it in, as a returning node does
    (kind `rejoin`, with its timer; the reply, `rejoin_reply`, holds the member's leaf set, which it
    merges), and sends every other node its table names a notice (kind `join_announce`). A live
-   receiver of either *welcomes* it as a returning node's (no longer dead to it; into its leaf set if
-   among the L/2 nearest of its side) and puts it into its routing-table slot for it if that slot is
-   empty or it is nearer by link delay than the entry there (a table too short for that row grows).
-   From then on the newcomer behaves as a node back
+   leaf-set member *welcomes* it as a returning node's (no longer dead to it; into its leaf set if
+   among the L/2 nearest of its side); a live receiver of either puts it into its routing-table slot
+   for it if that slot is empty or it is nearer by link delay than the entry there (a table too short
+   for that row grows). From then on the newcomer behaves as a node back
    up: after each leaf-set merge it announces itself (kind `announce`) to the members it has not told
    yet. The leaf sets' replies are what lets two newcomers that join at once between the same members
    learn of each other.
@@ -56,77 +57,95 @@ class Joins:
         node.known_dead.clear()
         node.asked.clear()
         node.told = set()
-        self.join_replies[x] = {}
         k = max(0, math.ceil((t - float(self.phase[x])) / self.params.keepalive_ms))
         self._schedule_tick(x, k)
         self.join_log.append((x, t))
-        self._contact(t, x, 0, int(self.inc[x]))
+        self._try_join(t, x, 1)
 
-    def _contact(self, t: float, x: int, timeouts: int, inc: int) -> None:
+    def _try_join(self, t: float, x: int, n: int) -> None:
+        """x's n-th try: a JOIN to its contact, and a timer to try again if it has no state by the lookup
+        timeout (the JOIN may be lost, or a forwarder may die holding it)."""
+        self.join_replies[x] = {}
+        self.join_tries[x] = (n, t)
+        j = (int(self.inc[x]), n)
+        self._at_timer(t + self.params.lookup_timeout_ms, self._join_again, x, j)
+        self._contact(t, x, 0, j)
+
+    def _join_again(self, t: float, x: int, j: tuple[int, int]) -> None:
+        """No state yet from try j: x tries again."""
+        if self._waiting(x, j):
+            self.join_lost.append((x, t))
+            self._try_join(t, x, j[1] + 1)
+
+    def _waiting(self, x: int, j: tuple[int, int]) -> bool:
+        """Whether x, alive in the life of try j, still waits for the replies of that very try."""
+        return self._live(x, j[0]) and x in self.join_replies and self.join_tries[x][0] == j[1]
+
+    def _contact(self, t: float, x: int, timeouts: int, j: tuple[int, int]) -> None:
         """x sends its JOIN to the member nearest to it: a live node with a state (not a newcomer still
         waiting for its own)."""
         live = [int(v) for v in np.flatnonzero(self.alive) if v != x and v not in self.join_replies]
-        if live:
-            a = min(live, key=lambda v: (float(self.link(x, v)), v))
-            self.messages["join"] += 1
-            self.sent_at["join"].append(t)
-            self._join_hop(t, x, x, a, -1, timeouts, inc)
+        if not live:
+            return   # no member to ask: its timer tries again
+        a = min(live, key=lambda v: (float(self.link(x, v)), v))
+        self.messages["join"] += 1
+        self.sent_at["join"].append(t)
+        self._join_hop(t, x, x, a, -1, timeouts, j)
 
-    def _join_hop(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int, inc: int) -> None:
+    def _join_hop(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int,
+                  j: tuple[int, int]) -> None:
         """The JOIN goes from u, `hops` hops along its route (-1: the newcomer), to v (counted by its
         sender): it arrives a hop further, or u learns v is dead rto_ms on."""
         arrive = self._arrival(u, v, t)
-        if self._down_at(v, arrive):
-            self._at_timer(t + self.params.rto_ms, self._join_timeout, x, u, v, hops, timeouts, inc)
+        if self._down_at(v, arrive):   # the timer is u's, of its life now
+            self._at_timer(t + self.params.rto_ms, self._join_timeout, x, u, v, hops, timeouts, j,
+                           int(self.inc[u]))
         else:
-            self._at_arrival(arrive, self._on_join, x, v, hops + 1, timeouts, inc)
+            self._at_arrival(arrive, self._on_join, x, v, hops + 1, timeouts, j)
 
-    def _on_join(self, t: float, x: int, z: int, hops: int, timeouts: int, inc: int) -> None:
+    def _on_join(self, t: float, x: int, z: int, hops: int, timeouts: int, j: tuple[int, int]) -> None:
         """The JOIN reaches z: z replies with its state, then routes the JOIN on (or it ends at z)."""
         if not self.alive[z]:
             return   # never happens: a send to a node dead on arrival takes the timeout path
-        self._join_step(t, x, z, hops, timeouts, inc, reply=True)
+        self._join_step(t, x, z, hops, timeouts, j, reply=True)
 
-    def _join_step(self, t: float, x: int, z: int, hops: int, timeouts: int, inc: int, reply: bool) -> None:
+    def _join_step(self, t: float, x: int, z: int, hops: int, timeouts: int, j: tuple[int, int],
+                   reply: bool) -> None:
         """At live z: lost past its limits; else the next hop by the routing rule, or the end here."""
-        if t > self.join_start(x) + self.params.lookup_timeout_ms or hops + timeouts >= self.max_attempts:
-            self.join_lost.append((x, t))   # it stays waiting, with no state: no one's contact
-            return
+        if t > self.join_tries[x][1] + self.params.lookup_timeout_ms or hops + timeouts >= self.max_attempts:
+            return   # lost: the newcomer's timer tries again
         node = self.nodes[z]
         nxt = self._rule(z, int(self.ring.hi[x]), int(self.ring.lo[x]))
         last = nxt is None
-        if reply:
+        if reply or last:   # after a timeout only if it ends here: the reply on arrival said it went on
             state = (list(node.pred), list(node.succ), list(node.rt), list(node.nbr))
-            self._send("join_reply", z, x, t, self._on_join_reply, x, z, hops, last, state, inc)
-        elif last:   # ends here after a timeout: its reply (sent on arrival) did not say it was the last
-            self._send("join_reply", z, x, t, self._on_join_reply, x, z, hops, True,
-                       (list(node.pred), list(node.succ), list(node.rt), list(node.nbr)), inc)
+            self._send("join_reply", z, x, t, self._on_join_reply, x, z, hops, last, state, j)
         if not last:
             self.messages["join"] += 1
             self.sent_at["join"].append(t)
-            self._join_hop(t, x, z, nxt, hops, timeouts, inc)
+            self._join_hop(t, x, z, nxt, hops, timeouts, j)
 
-    def _join_timeout(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int, inc: int) -> None:
+    def _join_timeout(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int, j: tuple[int, int],
+                      inc_u: int) -> None:
         """u learns the node it sent the JOIN to is dead: declares it (the newcomer its contact: nothing
-        to forget) and routes again; a newcomer whose contact died picks another."""
+        to forget) and routes again; a newcomer whose contact died picks another. Lost if u went down
+        meanwhile (even if back by then), as a lookup is."""
+        self.join_timeouts.append((x, u, v, t))
         if u == x:
-            if self._live(x, inc):
-                self._contact(t, x, timeouts + 1, inc)
+            if self._waiting(x, j):
+                self._contact(t, x, timeouts + 1, j)
             return
-        if not self.alive[u]:
-            self.join_lost.append((x, t))
-            return
+        if not self._live(u, inc_u):
+            return   # lost: the newcomer's timer tries again
         if not self._heard(u, v, t - self.params.rto_ms):
             self.declare_failed(u, v, t, by_lookup=self.params.table_repair)
-        self._join_step(t, x, u, hops, timeouts + 1, inc, reply=False)
+        self._join_step(t, x, u, hops, timeouts + 1, j, reply=False)
 
-    def join_start(self, x: int) -> float:
-        """When newcomer x joined."""
-        return next(t for v, t in reversed(self.join_log) if v == x)
-
-    def _on_join_reply(self, t: float, x: int, z: int, hops: int, last: bool, state: tuple, inc: int) -> None:
-        """A live newcomer keeps the reply; with every reply of the route in, it builds its state."""
-        if not self._live(x, inc) or x not in self.join_replies:
+    def _on_join_reply(self, t: float, x: int, z: int, hops: int, last: bool, state: tuple,
+                       j: tuple[int, int]) -> None:
+        """A newcomer waiting for try j keeps the reply; with every reply of the route in, it builds its
+        state."""
+        if not self._waiting(x, j):
             return
         got = self.join_replies[x]
         if last or hops not in got:
@@ -182,9 +201,9 @@ class Joins:
         return r * (1 << b) + int(ids.digit(hi[[x]], lo[[x]], r, b)[0])
 
     def _on_join_announce(self, t: float, y: int, x: int) -> None:
-        """A live y takes newcomer x into its leaf set and routing table where it fits."""
+        """A live y takes newcomer x into its routing table where it fits (not into its leaf set: y is
+        no member of x's, and a side of y's short of a member would take x in from however far off)."""
         if self.alive[y]:
-            self._welcome(y, x, t)
             self.take_in(y, x)
 
     def take_in(self, y: int, x: int) -> None:

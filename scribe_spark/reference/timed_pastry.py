@@ -13,9 +13,9 @@ dead, and a reply arriving at the very time its timer expires counts as in time.
 
 **Messages.** A message sent from u to v at time t arrives at t + link_ms(u, v) + proc_ms. Every
 message is counted when it is sent, by kind: probe, probe_reply, leaf_request, leaf_reply,
-table_request, table_reply, leave, rejoin, rejoin_reply, announce, lookup (also a LOOKUP sent to a
-dead node). A reply is sent only when its request's arrival is processed, so a probe arriving at or
-after `until_ms` has no reply counted.
+table_request, table_reply, leave, rejoin, rejoin_reply, announce, join, join_reply, join_announce,
+lookup (also a LOOKUP or JOIN sent to a dead node). A reply is sent only when its request's arrival
+is processed, so a probe arriving at or after `until_ms` has no reply counted.
 
 **State.** Every node starts from the converged state of the kernels (`kernels.leaf_sets`,
 `routing_tables`, `neighborhood_sets`): a leaf set of L/2 predecessors nearest first, then L/2
@@ -24,7 +24,7 @@ nodes it knows dead, empty. The ring must have more than L nodes, so that the tw
 Nodes given as *absent* are down from before time starts (each must go down at -inf) and in no other
 node's state: the others start from the converged state of the overlay they form alone (more than L
 of them), and an absent node holds, for when it comes back, its converged state with every node in.
-Nodes crash at the times given (no joins): a crashed node processes nothing, the messages arriving
+Nodes crash at the times given (joins: below): a crashed node processes nothing, the messages arriving
 at it are dropped and its timers do nothing, until it recovers, if it does (below). A node that leaves
 gracefully at a time given first sends a LEAVE to every member of its current leaf set, then stops as
 a crashed node does; a live member that receives it declares the leaver failed at once (below).
@@ -162,7 +162,8 @@ class TimedResult:
     table_asks: list[tuple[int, int, int, float]] = field(default_factory=list)     # (node, slot, asked, t)
     table_repairs: list[tuple[int, int, int, float]] = field(default_factory=list)  # (node, slot, entry, t)
     joined: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t its state was built)
-    joins_lost: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t its JOIN was lost)
+    joins_lost: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t it tried again)
+    join_timeouts: list[tuple[int, int, int, float]] = field(default_factory=list)   # (newcomer, at, dead, t)
 
 
 @dataclass
@@ -256,6 +257,8 @@ class TimedPastry(Joins):
             raise ValueError("exactly the absent nodes go down at -inf (before time starts)")
         if not set(newcomers) <= gone:
             raise ValueError("a newcomer must be absent from the start")
+        if any(down == -math.inf and graceful for _v, down, _up, graceful in spans):
+            raise ValueError("a node absent from the start is down, not leaving")
         self._reset({v for v, *_ in spans}, lookups, until_ms)
         self.newcomers = set(newcomers)
         for v, down, up, graceful in spans:   # every going before every return: ties keep that order
@@ -274,7 +277,7 @@ class TimedPastry(Joins):
             handler(t, *args)
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
                            self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs,
-                           self.join_built, self.join_lost)
+                           self.join_built, self.join_lost, self.join_timeouts)
 
     def _reset(self, downs: set[int], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
@@ -296,8 +299,10 @@ class TimedPastry(Joins):
         self.table_asks, self.table_repairs = [], []
         self.join_log: list[tuple[int, float]] = []           # (newcomer, t it joined)
         self.join_built: list[tuple[int, float]] = []         # (newcomer, t its state was built)
-        self.join_lost: list[tuple[int, float]] = []          # (newcomer, t its JOIN was lost)
+        self.join_lost: list[tuple[int, float]] = []          # (newcomer, t it tried again)
+        self.join_timeouts: list[tuple[int, int, int, float]] = []   # (newcomer, forwarder, dead, t)
         self.join_replies: dict[int, dict] = {}               # newcomer -> hop -> (node, last, state)
+        self.join_tries: dict[int, tuple[int, float]] = {}    # newcomer -> its latest try and when
         self.newcomers: set[int] = set()
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
@@ -370,8 +375,8 @@ class TimedPastry(Joins):
             self._request_leaf(x, m, t, rejoin=True)
 
     def _on_rejoin(self, t: float, x: int, m: int, rid: int, inc: int) -> None:
-        """A live m learns x is back, takes it into its leaf set if it is among the nearest, and replies
-        with its leaf set."""
+        """A live m learns x is back, takes it into its leaf set if it is among the nearest (a newcomer
+        also into its routing table: `take_in`), and replies with its leaf set."""
         if self.alive[m]:
             self._welcome(m, x, t)
             if self.is_new(x):
