@@ -222,13 +222,18 @@ def test_same_seed_gives_identical_state_and_routes(spark):
     assert r1.equals(r2)
 
 
-def test_a_state_larger_than_memory_is_cached_serialized_with_the_same_state_and_routes(spark, monkeypatch):
+def test_only_a_frame_memory_would_hold_under_a_quarter_of_is_kept_on_disk_alone():
+    assert bsp.cache_level(120, 30).useMemory and bsp.cache_level(120, 30).deserialized
+    assert not bsp.cache_level(121, 30).useMemory and bsp.cache_level(121, 30).useDisk
+
+
+def test_a_state_far_larger_than_memory_is_kept_on_disk_with_the_same_state_and_routes(spark, monkeypatch):
     s1, r1, fits = _built_and_routed(spark, 300)
     assert bsp.memory_for_cache(spark) > ov.state_need(small_ring(300, seed=5))
     assert fits.deserialized and fits.useMemory and fits.useDisk
     monkeypatch.setattr(bsp, "memory_for_cache", lambda spark: 1000)
     s2, r2, big = _built_and_routed(spark, 300)
-    assert not big.deserialized and big.useMemory and big.useDisk
+    assert not big.useMemory and big.useDisk
     assert [list(x) for x in s1.rt] == [list(x) for x in s2.rt]
     assert r1.equals(r2)
 
