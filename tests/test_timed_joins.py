@@ -94,3 +94,15 @@ def test_joins_amid_crashes_end_with_the_live_rings_leaf_sets(seed, tried_again)
     assert [v for v in want if res.leaf[v] != want[v]] == []
     issued = [look["outcome"] for look in res.lookups if look["outcome"] != "not_issued"]
     assert issued == ["correct"] * len(issued) and len(issued) > 70
+
+
+def test_a_newcomer_down_before_its_state_is_built_joins_again_when_back():
+    """A newcomer that crashes before its replies are in comes back as a newcomer again: it joins anew (a
+    second JOIN), ends with its leaf set, and its leaf set's members hold it."""
+    ring, link, phase = matrix_setup(120, 8, seed=12)
+    x = 33
+    res = TimedPastry(ring, link, PARAMS, phase, [x]).run({x: [-math.inf, 1000.5]}, [], 20_000.0,
+                                                          recoveries={x: [1000.0, 3000.0]}, newcomers={x})
+    assert [v for v, _t in res.joined] == [x] and res.joined[0][1] > 3000.0
+    assert res.messages["join"] >= 2 and res.leaf[x] == live_leaf_sets(ring, set())[x]
+    assert all(x in res.leaf[u] for u in res.leaf[x])

@@ -34,7 +34,8 @@ no one, and:
    learn of each other.
 
 It ticks from its first keep-alive tick at or after its join, as a returning node does. Lookups it
-issues before its state is built see an empty state and end at it.
+issues before its state is built see an empty state and end at it. A newcomer that goes down before
+its state is built joins again when it comes back.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class Joins:
         """Newcomer x comes up with no state and sends a JOIN to its contact."""
         self.alive[x] = True
         self.inc[x] += 1
+        self.join_life[x] = int(self.inc[x])
         node = self.nodes[x]
         node.pred, node.succ, node.rt, node.nbr = [], [], [], []
         node.known_dead.clear()
@@ -183,8 +185,8 @@ class Joins:
                 self._send("join_announce", x, c, t, self._on_join_announce, c, x)
 
     def is_new(self, x: int) -> bool:
-        """Whether x lives its first life as a newcomer (it joined and has not gone down since)."""
-        return x in self.newcomers and int(self.inc[x]) == 1
+        """Whether x lives a life it began by joining (it has not gone down since)."""
+        return self.join_life.get(x) == int(self.inc[x])
 
     def _nearer(self, x: int, c: int, e: int) -> bool:
         """Whether c is nearer to x than e by link delay (ties: the lower number)."""

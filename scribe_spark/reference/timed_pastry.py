@@ -260,7 +260,6 @@ class TimedPastry(Joins):
         if any(down == -math.inf and graceful for _v, down, _up, graceful in spans):
             raise ValueError("a node absent from the start is down, not leaving")
         self._reset({v for v, *_ in spans}, lookups, until_ms)
-        self.newcomers = set(newcomers)
         for v, down, up, graceful in spans:   # every going before every return: ties keep that order
             self.spans[v].append((down, up))
             self._push(down, CRASH, self._leave if graceful else self._crash, v)
@@ -303,7 +302,7 @@ class TimedPastry(Joins):
         self.join_timeouts: list[tuple[int, int, int, float]] = []   # (newcomer, forwarder, dead, t)
         self.join_replies: dict[int, dict] = {}               # newcomer -> hop -> (node, last, state)
         self.join_tries: dict[int, tuple[int, float]] = {}    # newcomer -> its latest try and when
-        self.newcomers: set[int] = set()
+        self.join_life: dict[int, int] = {}                   # newcomer -> the incarnation it joined in
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
         self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
@@ -363,6 +362,9 @@ class TimedPastry(Joins):
         """x comes back with the tables it had when it went down, knowing no node dead: it ticks again and
         asks every member of its last known leaf set for its leaf set; each live one that gets the request
         knows x alive."""
+        if x in self.join_replies:   # a newcomer that went down before its state was built joins again
+            self._join(t, x)
+            return
         self.alive[x] = True
         self.inc[x] += 1
         node = self.nodes[x]
