@@ -771,6 +771,11 @@ class PastryTimedParams(AnyProximity):
         _require(self.start == "all_up" or self.recover_share == 1, "start",
                  "steady needs recover_share = 1 (without newcomers, only nodes that always come back keep a "
                  "steady state)", self.start)
+        shortest = min(self.mean_session_s)
+        up, least = self.nodes * shortest / (shortest + self.mean_downtime_s), 2 * (self.leaf_set + 1)
+        _require(self.start == "all_up" or up >= least, "start",
+                 f"steady leaves about nodes x mean_session_s / (mean_session_s + mean_downtime_s) = "
+                 f"{up:.0f} nodes up at the start, fewer than 2 (leaf_set + 1) = {least}", self.start)
         cycle = min(self.mean_session_s) + self.mean_downtime_s
         _require(self.recover_share == 0 or cycle >= self.duration_s / 1000, "mean_downtime_s",
                  f"with recover_share > 0, must leave mean_session_s + mean_downtime_s >= duration_s / 1,000 "
