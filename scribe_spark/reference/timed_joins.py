@@ -45,6 +45,8 @@ import numpy as np
 
 from scribe_spark import ids
 
+Try = tuple[int, int, float]   # a newcomer's try to join: the life it tries in, its number, when it began
+
 
 class Joins:
     """The join's handlers, mixed into `TimedPastry` (they read its state, clock and message helpers)."""
@@ -68,22 +70,22 @@ class Joins:
         """x's n-th try: a JOIN to its contact, and a timer to try again if it has no state by the lookup
         timeout (the JOIN may be lost, or a forwarder may die holding it)."""
         self.join_replies[x] = {}
-        self.join_tries[x] = (n, t)
-        j = (int(self.inc[x]), n)
+        self.join_tries[x] = n
+        j = (int(self.inc[x]), n, t)   # every JOIN and reply of the try carries it
         self._at_timer(t + self.params.lookup_timeout_ms, self._join_again, x, j)
         self._contact(t, x, 0, j)
 
-    def _join_again(self, t: float, x: int, j: tuple[int, int]) -> None:
+    def _join_again(self, t: float, x: int, j: Try) -> None:
         """No state yet from try j: x tries again."""
         if self._waiting(x, j):
             self.join_lost.append((x, t))
             self._try_join(t, x, j[1] + 1)
 
-    def _waiting(self, x: int, j: tuple[int, int]) -> bool:
+    def _waiting(self, x: int, j: Try) -> bool:
         """Whether x, alive in the life of try j, still waits for the replies of that very try."""
-        return self._live(x, j[0]) and x in self.join_replies and self.join_tries[x][0] == j[1]
+        return self._live(x, j[0]) and x in self.join_replies and self.join_tries[x] == j[1]
 
-    def _contact(self, t: float, x: int, timeouts: int, j: tuple[int, int]) -> None:
+    def _contact(self, t: float, x: int, timeouts: int, j: Try) -> None:
         """x sends its JOIN to the member nearest to it: a live node with a state (not a newcomer still
         waiting for its own)."""
         live = [int(v) for v in np.flatnonzero(self.alive) if v != x and v not in self.join_replies]
@@ -95,7 +97,7 @@ class Joins:
         self._join_hop(t, x, x, a, -1, timeouts, j)
 
     def _join_hop(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int,
-                  j: tuple[int, int]) -> None:
+                  j: Try) -> None:
         """The JOIN goes from u, `hops` hops along its route (-1: the newcomer), to v (counted by its
         sender): it arrives a hop further, or u learns v is dead rto_ms on."""
         arrive = self._arrival(u, v, t)
@@ -105,16 +107,16 @@ class Joins:
         else:
             self._at_arrival(arrive, self._on_join, x, v, hops + 1, timeouts, j)
 
-    def _on_join(self, t: float, x: int, z: int, hops: int, timeouts: int, j: tuple[int, int]) -> None:
+    def _on_join(self, t: float, x: int, z: int, hops: int, timeouts: int, j: Try) -> None:
         """The JOIN reaches z: z replies with its state, then routes the JOIN on (or it ends at z)."""
         if not self.alive[z]:
             return   # never happens: a send to a node dead on arrival takes the timeout path
         self._join_step(t, x, z, hops, timeouts, j, reply=True)
 
-    def _join_step(self, t: float, x: int, z: int, hops: int, timeouts: int, j: tuple[int, int],
+    def _join_step(self, t: float, x: int, z: int, hops: int, timeouts: int, j: Try,
                    reply: bool) -> None:
         """At live z: lost past its limits; else the next hop by the routing rule, or the end here."""
-        if t > self.join_tries[x][1] + self.params.lookup_timeout_ms or hops + timeouts >= self.max_attempts:
+        if t > j[2] + self.params.lookup_timeout_ms or hops + timeouts >= self.max_attempts:
             return   # lost: the newcomer's timer tries again
         node = self.nodes[z]
         nxt = self._rule(z, int(self.ring.hi[x]), int(self.ring.lo[x]))
@@ -127,7 +129,7 @@ class Joins:
             self.sent_at["join"].append(t)
             self._join_hop(t, x, z, nxt, hops, timeouts, j)
 
-    def _join_timeout(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int, j: tuple[int, int],
+    def _join_timeout(self, t: float, x: int, u: int, v: int, hops: int, timeouts: int, j: Try,
                       inc_u: int) -> None:
         """u learns the node it sent the JOIN to is dead: declares it (the newcomer its contact: nothing
         to forget) and routes again; a newcomer whose contact died picks another. Lost if u went down
@@ -144,7 +146,7 @@ class Joins:
         self._join_step(t, x, u, hops, timeouts + 1, j, reply=False)
 
     def _on_join_reply(self, t: float, x: int, z: int, hops: int, last: bool, state: tuple,
-                       j: tuple[int, int]) -> None:
+                       j: Try) -> None:
         """A newcomer waiting for try j keeps the reply; with every reply of the route in, it builds its
         state."""
         if not self._waiting(x, j):

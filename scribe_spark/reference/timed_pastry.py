@@ -301,7 +301,7 @@ class TimedPastry(Joins):
         self.join_lost: list[tuple[int, float]] = []          # (newcomer, t it tried again)
         self.join_timeouts: list[tuple[int, int, int, float]] = []   # (newcomer, forwarder, dead, t)
         self.join_replies: dict[int, dict] = {}               # newcomer -> hop -> (node, last, state)
-        self.join_tries: dict[int, tuple[int, float]] = {}    # newcomer -> its latest try and when
+        self.join_tries: dict[int, int] = {}                  # newcomer -> its latest try
         self.join_life: dict[int, int] = {}                   # newcomer -> the incarnation it joined in
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
