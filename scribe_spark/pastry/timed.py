@@ -318,7 +318,7 @@ class _Context:
     held_routed: list[DataFrame] = field(default_factory=list)   # the last routing's, released by the next
     passes: int = 0                              # maintenance passes run (`_maintain`), in every loop
     recovers: DataFrame | None = None            # the recoveries as events (None: nobody comes back)
-    members_bc: Broadcast | None = None          # the overlay's `members`, for the tasks (None: every node)
+    members_bc: Broadcast | None = None          # the overlay's shared `members` (None: every node)
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -359,7 +359,7 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms),
-                   members_bc=None if overlay.members is None else share(spark.sparkContext, overlay.members))
+                   members_bc=overlay.members_bc)
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
@@ -380,8 +380,6 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
             if frame is not None:
                 bsp.release(frame)
         release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
-        if ctx.members_bc is not None:
-            release(ctx.members_bc)
 
 
 def _recover_frame(spark, downs: Downs, until: float) -> DataFrame | None:
