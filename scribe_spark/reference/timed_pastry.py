@@ -212,18 +212,18 @@ class TimedPastry(Joins):
     def _converged_state(self) -> list[tuple[list[int], list[int], list[int], list[int]]]:
         """Every node's converged (pred, succ, rt, nbr), from the kernels: the absent nodes' with every node
         in, the others' on the overlay of those others alone."""
-        all_nodes = np.arange(self.ring.n)
-        half = self.ring.leaf_set // 2
-        leaf = kernels.leaf_sets(self.ring, all_nodes)
-        rt = kernels.routing_tables(self.ring, all_nodes)
-        nbr = kernels.neighborhood_sets(self.ring, all_nodes)
+        ring, half, states = self.ring, self.ring.leaf_set // 2, [None] * self.ring.n
+        members = np.setdiff1d(np.arange(ring.n), self.absent)
+        on_whole = self.absent if len(self.absent) else members   # those whose state is the whole ring's
+        parts = [(on_whole, (kernels.leaf_sets(ring, on_whole), kernels.routing_tables(ring, on_whole),
+                             kernels.neighborhood_sets(ring, on_whole)))]
         if len(self.absent):
-            members = np.setdiff1d(all_nodes, self.absent)
-            own = kernels.member_states(kernels.members_ring(self.ring, members), members, members)
-            for i, x in enumerate(members.tolist()):
-                leaf[x], rt[x], nbr[x] = own[0][i], own[1][i], own[2][i]
-        return [(row[:half].tolist(), row[half:].tolist(), t.tolist(), m.tolist())
-                for row, t, m in zip(leaf, rt, nbr)]
+            sub = kernels.members_ring(ring, members)
+            parts.append((members, kernels.member_states(sub, members, members)))
+        for nodes, (leaf, rt, nbr) in parts:
+            for x, row, t, m in zip(nodes.tolist(), leaf, rt, nbr):
+                states[x] = (row[:half].tolist(), row[half:].tolist(), t.tolist(), m.tolist())
+        return states
 
     def _fresh_nodes(self) -> list[_Node]:
         """Copies of the converged state, one per node, nobody known dead."""
