@@ -321,9 +321,9 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
 
 
 def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, lookups: pd.DataFrame,
-                  until: float):
+                  until: float, newcomers: frozenset[int] | set[int] = frozenset()):
     """The sequential reference's run on a Spark run's inputs: the ring's links, the seed's keep-alive
-    phases, the departures and returns, the lookups."""
+    phases, the departures and returns, the lookups, the newcomers."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
 
     def link(u: int, v: int) -> float:
@@ -335,7 +335,7 @@ def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, loo
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
     return TimedPastry(ring, link, params, phase, gone.absent).run(gone.crashes, asked, until, gone.leaves,
-                                                                   gone.returns)
+                                                                   gone.returns, newcomers)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
@@ -356,10 +356,15 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
              "table repairs": (zip(*(got.table_repairs[c] for c in ("node", "slot", "entry", "t"))),
                                ref.table_repairs)}
     differ += [name for name, (a, b) in pairs.items() if sorted(a) != sorted(b)]
+    if got.joined is not None or ref.joined:
+        for name, mine, theirs in (("joins", got.joined, ref.joined), ("joins tried again", got.joins_lost,
+                                                                        ref.joins_lost)):
+            if mine is None or sorted(zip(mine.node, mine.t)) != sorted(theirs):
+                differ.append(name)
     if got.messages != ref.messages:
         differ.append("message counts")
     n = len(got.maintenance)
-    for kind in (*timed.MAINTENANCE, *(k for k in timed.RECOVERY if k in got.maintenance)):
+    for kind in (*timed.MAINTENANCE, *(k for k in (*timed.RECOVERY, *timed.JOINING) if k in got.maintenance)):
         at = np.minimum(np.asarray(ref.sent_at.get(kind, []), np.float64) // width, n - 1).astype(int)
         if got.maintenance[kind].tolist() != np.bincount(at, minlength=n).tolist():
             differ.append(f"{kind} messages per bin")

@@ -87,6 +87,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from scribe_spark import bsp, ids, sessions
 from scribe_spark.columns import ID
 from scribe_spark.pastry import kernels
+from scribe_spark.pastry import timed_joins as tj
 from scribe_spark.pastry.failures import leaf_sides
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import NODES, Members, Overlay
@@ -106,6 +107,7 @@ RECOVER, WELCOME, REJOINED = "recover", "welcome", "rejoined"
 REPLIES = (MERGE, TABLE, REJOINED)   # their set_t is the asked node's time, not the asker's
 RECOVER_ORD = -2**30   # a recovery's rejoin timers: before those of any handler at the same time
 RECOVERY = ("rejoin", "rejoin_reply", "announce")   # the messages of recoveries
+JOINING = ("join", "join_reply", "join_announce")   # the messages of joins (`timed_joins`)
 LEAF_ASKS = ("repair_start", "reask")   # the log's leaf-set requests: repairs, and requests sent again
 TIMERS_PER_EVENT = 4   # more timers than one handler starts: a timer's order is event * this + its own
 # a lookup's retransmission timer is set after those its handler's declaration sets (when rto_ms equals
@@ -178,6 +180,7 @@ STEP_SCHEMA = T.StructType(LOOKUP_SCHEMA.fields + [
     T.StructField("dest", T.LongType(), False),
     T.StructField("sent", T.IntegerType(), False),
     T.StructField("declared", T.LongType(), False),   # the node found dead (-1: none)
+    T.StructField("replied", T.BooleanType(), False),   # a JOIN: its node replies to the newcomer
 ])
 
 
@@ -295,6 +298,8 @@ class TimedRun:
     passes: int
     table_asks: pd.DataFrame    # node, slot, asked, t: routing-table requests
     table_repairs: pd.DataFrame  # node, slot, entry, t: routing-table entries refilled
+    joined: pd.DataFrame | None = None       # node, t: each newcomer's state built (None: no newcomers)
+    joins_lost: pd.DataFrame | None = None   # node, t: a newcomer trying again (None: no newcomers)
 
 
 @dataclass
@@ -319,6 +324,10 @@ class _Context:
     passes: int = 0                              # maintenance passes run (`_maintain`), in every loop
     recovers: DataFrame | None = None            # the recoveries as events (None: nobody comes back)
     members_bc: Broadcast | None = None          # the overlay's shared `members` (None: every node)
+    newcomers: np.ndarray | None = None          # the nodes that join (sorted; None: none)
+    base: DataFrame | None = None                # the state each node starts from (newcomers' empty)
+    lookups_n: int = 0                           # the lookups' ids are below it, the JOINs' from it
+    joins: "_JoinLog | None" = None              # the last pass's joins
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -333,14 +342,16 @@ class _Context:
 def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.DataFrame, timers: Timers,
              until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None,
              leaves: dict[int, sessions.Times] | None = None,
-             recoveries: dict[int, sessions.Times] | None = None) -> TimedRun:
+             recoveries: dict[int, sessions.Times] | None = None,
+             newcomers: np.ndarray | None = None) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
     number. Keep-alive phases come from `seed` (`keepalive_phase`). Maintenance messages are counted
     per bin of `bin_ms` (one bin for the whole run if None). `crashes`, graceful `leaves` and
     `recoveries` are {node: time or list of times}: each node goes down (a crash or a leave) and comes
-    back in turn (`sessions.outages`).
+    back in turn (`sessions.outages`). The first return of each of `newcomers` (nodes absent from the
+    start) is a join (`timed_joins`).
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
@@ -350,6 +361,11 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     spans = sessions.outages(crashes, leaves, recoveries)
     if any(down == -math.inf and graceful for _v, down, _up, graceful in spans):
         raise ValueError("a node absent from the start (down at -inf) crashed, not left")
+    if newcomers is not None:
+        newcomers = np.unique(np.asarray(newcomers, np.int64)) if len(newcomers) else None
+    absent = {v for v, down, *_ in spans if down == -math.inf}
+    if newcomers is not None and not absent >= set(newcomers.tolist()):
+        raise ValueError("a newcomer must be absent from the start (down at -inf)")
     table = Downs.spans(spans)
     crashed = local_frame(spark, pd.DataFrame({"y": table.nodes, "t_down": table.down, "t_up": table.up}),
                           "y long, t_down double, t_up double").localCheckpoint()
@@ -359,7 +375,8 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
                    leavers=leavers.localCheckpoint(), timers=timers, seed=seed, until=float(until_ms),
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms),
-                   members_bc=overlay.members_bc)
+                   members_bc=overlay.members_bc, newcomers=newcomers, base=_base(overlay, newcomers),
+                   lookups_n=len(lookups))
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
@@ -379,7 +396,21 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
         for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start, ctx.recovers):
             if frame is not None:
                 bsp.release(frame)
+        if newcomers is not None:
+            bsp.release(ctx.base)
         release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
+
+
+def _base(overlay: Overlay, newcomers: np.ndarray | None) -> DataFrame:
+    """The state each node starts from: the overlay's, but a newcomer's empty (it joins knowing no one)."""
+    if newcomers is None:
+        return overlay.state
+    spark, none = overlay.state.sparkSession, F.array().cast(NODES)
+    new = local_frame(spark, pd.DataFrame({"_new": newcomers}), "_new long")
+    flagged = overlay.state.join(F.broadcast(new), F.col(ID) == F.col("_new"), "left")
+    cols = [F.when(F.col("_new").isNull(), F.col(c)).otherwise(none).alias(c) if c in ("leaf", "rt", "nbr")
+            else F.col(c) for c in overlay.state.columns]
+    return flagged.select(*cols).localCheckpoint()
 
 
 def _recover_frame(spark, downs: Downs, until: float) -> DataFrame | None:
@@ -394,16 +425,19 @@ def _recover_frame(spark, downs: Downs, until: float) -> DataFrame | None:
     return local_frame(spark, table, EVENT_SCHEMA).localCheckpoint()
 
 
-def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame) -> DataFrame:
-    """The lookups as messages at their sources at their issue times."""
+def _lookup_frame(spark, ring: Ring, lookups: pd.DataFrame, first: int = 0, t: list[float] | None = None,
+                  timeouts: list[int] | None = None) -> DataFrame:
+    """The lookups as messages at their sources at their issue times (ids from `first`; or at the times
+    `t`, after `timeouts` timeouts: JOINs at their contacts)."""
     n = len(lookups)
     src, khi, klo = (lookups[c].to_numpy(t) for c, t in (("src", np.int64), ("key_hi", np.uint64),
                                                             ("key_lo", np.uint64)))
     frame = pd.DataFrame({
-        "lid": np.arange(n, dtype=np.int64), "t_issue": lookups.t_issue.to_numpy(np.float64),
+        "lid": first + np.arange(n, dtype=np.int64), "t_issue": lookups.t_issue.to_numpy(np.float64),
         "key_hi": khi.view(np.int64), "key_lo": klo.view(np.int64),
-        "at": src, "t": lookups.t_issue.to_numpy(np.float64),
-        "hops": np.zeros(n, np.int32), "timeouts": np.zeros(n, np.int32),
+        "at": src, "t": lookups.t_issue.to_numpy(np.float64) if t is None else np.asarray(t, np.float64),
+        "hops": np.zeros(n, np.int32),
+        "timeouts": np.zeros(n, np.int32) if timeouts is None else np.asarray(timeouts, np.int32),
         "via": np.full(n, ISSUED, np.int32), "avoid": pd.Series([[]] * n, dtype=object),
         "slot": kernels.table_slot(ring, khi, klo, src)[1].astype(np.int32)})
     return local_frame(spark, pa.Table.from_pandas(frame, schema=to_arrow_schema(LOOKUP_SCHEMA),
@@ -419,14 +453,19 @@ def _pass(ctx: _Context, events: DataFrame, changed: DataFrame | None, lookups: 
     A chain of requests (a leaf-set repair asking on, or a table repair asking a node without a book)
     settles in the inner loop, a pass per request, without routing the lookups again for each.
     """
-    held = _cut(events.filter(F.col("kind") == LOOKUP))
+    held = _cut(events.filter(F.col("kind").isin(LOOKUP, *tj.GIVEN)))
     settled, _ = bsp.fixed_point("timed pastry maintenance", events,
                                  lambda ev, _p, ch: _maintain(ctx, ev, ch, held), ctx.bound, changed=changed)
     routed = _lookups_now(ctx, lookups, settled.frames["versions"])
-    derived = settled.events.filter(F.col("kind") != LOOKUP).unionByName(routed["declared"].drop("lid"))
+    derived = (settled.events.filter(~F.col("kind").isin(LOOKUP, *tj.GIVEN))
+               .unionByName(routed["declared"].drop("lid")))
     for frame in ctx.held_routed:   # the routing before's; this one's frames are cut already
         bsp.release(frame)
     ctx.routed, ctx.held_routed = routed, [*routed.values(), held, settled.events]
+    if ctx.newcomers is not None:   # the joins' BUILT and TRIED events, and their JOINs' declarations
+        joined = _cut(_joins(ctx, events, settled.frames["versions"]))
+        ctx.held_routed.append(joined)
+        derived = derived.unionByName(joined)
     return bsp.Pass(derived, {**settled.frames, **routed})
 
 
@@ -487,7 +526,7 @@ def _renewed(ctx: _Context, events: DataFrame, moved: DataFrame,
     # node, repair and rejoin outcomes, welcomes and books by asker and asked node, leave notices by their
     # leaver; returns are given once, in the first pass
     at, of, kind = F.col("_node_moved"), F.col("_other_moved"), F.col("kind")
-    asked = kind.isin(MERGE, LEAF, BOOK, REJOINED, WELCOME)
+    asked = kind.isin(MERGE, LEAF, BOOK, REJOINED, WELCOME, tj.TAKE_IN)
     kept = (_flagged(_flagged(events, moved, "node"), moved, "other")
             .filter(((kind == PROBE) & ~at) | (asked & ~at & ~of) | ((kind == LEAVE) & ~of)
                     | (kind == RECOVER))
@@ -578,13 +617,14 @@ def _empty(spark, schema: T.StructType) -> DataFrame:
 def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
     """Each node handles its events in time order: the log of versions, detections and repairs."""
     ring_bc, downs_bc, until, tm = ctx.ring_bc, ctx.downs_bc, ctx.until, ctx.timers
-    members_bc = ctx.members_bc
+    members_bc, newcomers = ctx.members_bc, ctx.newcomers
     parts = events.sparkSession.sparkContext.defaultParallelism
     schema = to_arrow_schema(LOG_SCHEMA)
 
     def _(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ring, downs, held = ring_bc.value, downs_bc.value, None
         members = None if members_bc is None else members_bc.value
+        wire = _Wire(ring, downs, tm, until, members, newcomers)
         for batch in batches:   # a node's rows are contiguous, maybe cut between two batches
             batch = batch if held is None else pa.concat_batches([held, batch])
             if not batch.num_rows:
@@ -594,20 +634,23 @@ def _fold(ctx: _Context, events: DataFrame) -> DataFrame:
             body = int(other[-1]) + 1 if len(other) else 0   # the last node's rows may go on in the next
             held = batch.slice(body)
             if body:
-                yield _fold_nodes(_Wire(ring, downs, tm, until, members), batch.slice(0, body), schema)
+                yield _fold_nodes(wire, batch.slice(0, body), schema)
         if held is not None and held.num_rows:
-            yield _fold_nodes(_Wire(ring, downs, tm, until, members), held, schema)
+            yield _fold_nodes(wire, held, schema)
     order = ("node", "t", "prio", "set_t", "set_by", "ord")   # a node's events in the order it handles them
-    if tm.table_repair:   # without table repair no node reads its table: a declared entry reads as empty
+    # without table repair or joins no node reads its table: a declared entry reads as empty
+    if tm.table_repair or ctx.newcomers is not None:
         events = events.unionByName(_tables(ctx, events))
     return events.repartition(parts, "node").sortWithinPartitions(*order).mapInArrow(_, LOG_SCHEMA)
 
 
 def _tables(ctx: _Context, events: DataFrame) -> DataFrame:
-    """The routing table of each node a lookup's timeout made declare a node failed, as an event before all
-    others (kind RT): only such a declaration begins a table repair, so no other node reads its table."""
-    nodes = events.filter(F.col("kind") == LOOKUP).select("node").distinct()
-    return (ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("members"))
+    """The routing table of each node a lookup's timeout made declare a node failed, or that a newcomer asks
+    to take it in, as an event before all others (kind RT): only such a declaration begins a table repair,
+    and only a newcomer's word puts a node into a table, so no other node reads its table."""
+    kinds = (LOOKUP, tj.TAKE_IN, WELCOME) if ctx.newcomers is not None else (LOOKUP,)
+    nodes = events.filter(F.col("kind").isin(*kinds)).select("node").distinct()
+    return (ctx.base.select(F.col(ID).alias("node"), F.col("rt").alias("members"))
             .join(nodes, "node", "left_semi")
             .select("node", F.lit(-math.inf).alias("t"), F.lit(0).alias("prio"),
                     F.lit(-math.inf).alias("set_t"), F.lit(0).alias("set_by"), F.lit(0).alias("ord"),
@@ -623,6 +666,14 @@ class _Wire:
     timers: Timers
     until: float
     members: Members | None = None   # the overlay's nodes present at the start (None: every node)
+    newcomers: np.ndarray | None = None   # the nodes that join (sorted; None: none)
+
+    def new(self, nodes: np.ndarray) -> np.ndarray:
+        """Which of the nodes are newcomers."""
+        if self.newcomers is None:
+            return np.zeros(len(nodes), bool)
+        at = np.minimum(np.searchsorted(self.newcomers, nodes), len(self.newcomers) - 1)
+        return self.newcomers[at] == nodes
 
 
 def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -633,6 +684,7 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     nodes = node[starts].astype(np.int64)
     leaves = (kernels.leaf_sets(wire.ring, nodes) if wire.members is None
               else wire.members.leaf_sets(wire.ring, nodes))   # the state each started from
+    new = wire.new(nodes)   # a newcomer starts knowing no one
     members = events.column("members")   # most events carry none: sliced only where a merge reads them
     flat, offs = members.values.to_numpy(zero_copy_only=False).tolist(), members.offsets.to_numpy().tolist()
     cols = [events.column(c).to_pylist() for c in ("t", "prio", "set_t", "set_by", "ord", "kind", "other")]
@@ -641,7 +693,8 @@ def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.Re
     for g, down, up in zip(*(a.tolist() for a in wire.downs.of_nodes(nodes))):
         spans[g].append((down, up))
     for g, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        node = _Node(wire.ring, int(nodes[g]), leaves[g].tolist(), wire.timers.table_repair, wire, spans[g])
+        node = _Node(wire.ring, int(nodes[g]), [] if new[g] else leaves[g].tolist(), wire.timers.table_repair,
+                     wire, spans[g], bool(new[g]))
         rows += _fold_node(node, wire.until, zip(*(c[a:b] for c in cols), offs[a:b], offs[a + 1:b + 1]),
                            flat)
     return _rows_batch(rows, schema)
@@ -671,6 +724,8 @@ def _fold_node(node: "_Node", until: float, events: Iterator[tuple], members: li
         if kind == BOOK:   # not events the node handles: no place in the order
             node.read_book(int(other), set_t, got)
             continue
+        if kind == tj.TRIED:   # a note for the next pass's joins: the node's state does not change
+            continue
         if kind == RT:
             node.table = got
             continue
@@ -686,7 +741,7 @@ class _Node:
     """One node's state while it handles its events, and the log of what it did."""
 
     def __init__(self, ring: Ring, x: int, leaf: list[int], repair: bool = True,
-                 wire: _Wire | None = None, spans: list[tuple[float, float]] = ()) -> None:
+                 wire: _Wire | None = None, spans: list[tuple[float, float]] = (), new: bool = False) -> None:
         self.ring, self.x, self.half, self.repair, self.wire = ring, x, ring.leaf_set // 2, repair, wire
         self.pred, self.succ = leaf[:self.half], leaf[self.half:]
         self.table: list[int] = []            # the routing table it started with (-1 empty)
@@ -702,6 +757,7 @@ class _Node:
         # (slot, node) -> that node's entry at the slot: from when each was in force, and the entries
         self.books: dict[tuple[int, int], tuple[list[float], list[int]]] = {}
         self.pending: list[tuple] = []        # a heap of the replies and timeouts it answered itself
+        self.new, self.built = new, False     # a newcomer, and whether it has built its state
         self.t, self.seq, self.timers = -math.inf, -1, 0
         self.rows: list[tuple] = []
         self.version()   # seq -1: before every event
@@ -715,7 +771,7 @@ class _Node:
             return False
         if t < self.ups[i]:
             return True
-        if kind in (RECOVER, WELCOME, LEAVE):
+        if kind in (RECOVER, WELCOME, LEAVE, tj.TAKE_IN):
             return False
         sent = set_t
         if kind in REPLIES:
@@ -734,7 +790,14 @@ class _Node:
         if kind == RECOVER:
             return self._recover()
         if kind == WELCOME:
-            return self._welcome(other)
+            self._welcome(other)
+            if members:   # a newcomer's rejoin: it asks to be taken into the table too
+                self._take_in(other)
+            return True
+        if kind == tj.TAKE_IN:
+            return self._take_in(other)
+        if kind == tj.BUILT:
+            return self._built(members)
         if kind == PROBE and (other not in self.pred and other not in self.succ or self._heard(other)):
             return False
         if kind == LEAF and self._heard(other):
@@ -788,7 +851,10 @@ class _Node:
 
     def _recover(self) -> bool:
         """Back up with the state it had, knowing no node dead: it asks each member of its last leaf set to
-        take it back (a rejoin), each request with its timer before those of any later handler."""
+        take it back (a rejoin), each request with its timer before those of any later handler. A newcomer
+        without its state joins (again) instead."""
+        if self.new and not self.built:
+            return self._join()
         self.dead.clear()   # `emptied` keeps them: their converged entries stay empty
         self.asked.clear()
         self.asking.clear()
@@ -797,6 +863,55 @@ class _Node:
         for j, m in enumerate(leaf):
             self._log("rejoin", -1, m, RECOVER_ORD + j)
         return True
+
+    def _join(self) -> bool:
+        """A newcomer comes up knowing no one; its JOIN is the joins' step's (`timed_joins`)."""
+        self.pred, self.succ = [], []
+        self.fills.clear()
+        self.dead.clear()
+        self.asked.clear()
+        self.asking.clear()
+        self.told = set()
+        return True
+
+    def _built(self, members: list[int]) -> bool:
+        """The newcomer's state from its route (members: how many predecessors and successors, those, then
+        (slot, entry) pairs of its table): it asks its leaf set to take it in (rejoins flagged a = 1, whose
+        welcomes also take it into tables) and tells the other nodes of its table (join_announce)."""
+        npred, nsucc = members[0], members[1]
+        self.pred, self.succ = members[2:2 + npred], members[2 + npred:2 + npred + nsucc]
+        rest = members[2 + npred + nsucc:]
+        self.fills = dict(zip(rest[0::2], rest[1::2]))
+        self.built = True
+        leaf = self.pred + self.succ
+        self.told.update(leaf)
+        for m in leaf:
+            self._log("rejoin", 1, m, self._order())
+        for j, s in enumerate(sorted(self.fills)):
+            if self.fills[s] not in self.told:
+                self.told.add(self.fills[s])
+                self._log("join_announce", -1, self.fills[s], j)
+        return True
+
+    def _take_in(self, v: int) -> bool:
+        """Newcomer v into its table slot for v, if empty or v is nearer by link delay (ties: the lower
+        number) than the entry there."""
+        s = tj.slot_for(self.ring, self.x, v)
+        if s is None:
+            return False
+        e = self._entry(s)
+        if e >= 0:
+            d = self.ring.prox.dist(np.full(2, self.x), np.array([v, e], np.int64)).astype(np.float64)
+            d = d.tolist()
+            if (d[0], v) >= (d[1], e):
+                return False
+        self.fills[s] = v
+        return True
+
+    def _size(self) -> int:
+        """The table's length in whole rows: the one it started with, or as far as its filled slots go."""
+        cols = 1 << self.ring.b
+        return max(len(self.table), -(-(max(self.fills, default=-1) + 1) // cols) * cols)
 
     def _welcome(self, v: int) -> bool:
         """v says it is back: no longer dead to this node, and in its leaf set if among the nearest."""
@@ -822,11 +937,20 @@ class _Node:
                 self._log("repair_start", y, far[-1], self._order())
         slot = self._slot_of(y, fresh)
         if slot is not None:
-            self.fills.pop(slot, None)
+            self._empty(slot)
             if by_lookup:
                 self.asked[slot] = set()
                 self._ask(slot)
         return True
+
+    def _empty(self, s: int) -> None:
+        """Empty slot s: a refill goes; a taken-in newcomer over a live entry leaves -1 there, which the
+        entry it replaced does not come back from."""
+        under = self.table[s] if s < len(self.table) else -1
+        if s in self.fills and under >= 0 and under not in self.emptied:
+            self.fills[s] = -1
+        else:
+            self.fills.pop(s, None)
 
     def _slot_of(self, y: int, fresh: bool = True) -> int | None:
         """The table slot naming y, if any (a node fits one slot only; a converged one only if `fresh`)."""
@@ -851,7 +975,7 @@ class _Node:
     def _ask(self, s: int) -> None:
         """Ask the nearest entry not yet asked, of slot s's row or of the first row after it with one."""
         cols = 1 << self.ring.b
-        for r in range(s // cols, len(self.table) // cols):
+        for r in range(s // cols, self._size() // cols):
             row = [e for e in map(self._entry, range(r * cols, (r + 1) * cols))
                    if e >= 0 and e not in self.asked[s]]
             if row:
@@ -943,7 +1067,7 @@ def _members(ctx: _Context, versions: DataFrame, among: DataFrame | None = None)
     changed = versions.select(F.col("node").alias("x"), "t_from", "t_to",
                               F.posexplode("vleaf").alias("j", "y"))
     with_versions = versions.select(F.col("node").alias(ID)).distinct()
-    still = (_among(ctx.overlay.state, among, ID).join(with_versions, ID, "left_anti")
+    still = (_among(ctx.base, among, ID).join(with_versions, ID, "left_anti")
              .select(F.col(ID).alias("x"), F.lit(-math.inf).alias("t_from"), F.lit(math.inf).alias("t_to"),
                      F.posexplode("leaf").alias("j", "y")))
     return changed.unionByName(still)
@@ -1037,7 +1161,7 @@ def _replies(ctx: _Context, requests: DataFrame, versions: DataFrame, reply: str
     """Each leaf-set request's outcome (`_requests`): a reply of kind `reply` holding the asked node's leaf
     set as of the arrival, or a timeout that declares the asked node failed."""
     read = bsp.as_of(requests, "z", "t_a", versions)
-    conv = ctx.overlay.state.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
+    conv = ctx.base.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"))
     read = read.join(conv, "z")
     merged = (read.filter("replies")
               .select(F.col("x").alias("node"), F.col("t_r").alias("t"), F.lit(MESSAGE).alias("prio"),
@@ -1053,13 +1177,16 @@ def _replies(ctx: _Context, requests: DataFrame, versions: DataFrame, reply: str
     return merged.unionByName(silent).filter(F.col("t") < ctx.until)
 
 
-def _welcomes(requests: DataFrame) -> DataFrame:
-    """A node's word that it is back (a rejoin or an announcement), at each live receiver (`_requests`)."""
+def _welcomes(requests: DataFrame, kind: str = WELCOME) -> DataFrame:
+    """A node's word that it is back (a rejoin or an announcement), at each live receiver (`_requests`);
+    a newcomer's rejoin (a = 1) carries members [1]: take it into the table too. With kind TAKE_IN: a
+    newcomer's word to a node of its table."""
+    flag = F.when(F.col("a") == 1, F.array(F.lit(1).cast(T.LongType()))).otherwise(F.array().cast(NODES))
     return (requests.filter("replies")
             .select(F.col("z").alias("node"), F.col("t_a").alias("t"), F.lit(MESSAGE).alias("prio"),
                     F.col("t").alias("set_t"), F.lit(BY_HANDLER).alias("set_by"), F.col("seq").alias("ord"),
-                    F.lit(WELCOME).alias("kind"), F.col("x").alias("other"),
-                    F.array().cast(NODES).alias("members")))
+                    F.lit(kind).alias("kind"), F.col("x").alias("other"),
+                    (flag if kind == WELCOME else F.array().cast(NODES)).alias("members")))
 
 
 def _recovery_events(ctx: _Context, log: DataFrame, versions: DataFrame,
@@ -1073,8 +1200,12 @@ def _recovery_events(ctx: _Context, log: DataFrame, versions: DataFrame,
     else:
         rejoins, told = _asked(log, ("rejoin",), moved), _asked(log, ("announce",), moved)
     asked = _requests(ctx, rejoins)   # a member welcomes the node, then replies
-    return [*([ctx.recovers] if moved is None else []), _replies(ctx, asked, versions, REJOINED),
+    made = [*([ctx.recovers] if moved is None else []), _replies(ctx, asked, versions, REJOINED),
             _welcomes(asked), _welcomes(_requests(ctx, told))]
+    if ctx.newcomers is not None:   # a newcomer's word to the nodes of its table
+        noted = _logged(log, "join_announce") if moved is None else _asked(log, ("join_announce",), moved)
+        made.append(_welcomes(_requests(ctx, noted), tj.TAKE_IN))
+    return made
 
 
 def _requests(ctx: _Context, starts: DataFrame) -> DataFrame:
@@ -1108,7 +1239,7 @@ def _books(ctx: _Context, log: DataFrame, events: DataFrame, versions: DataFrame
                  .filter(F.col("_node_moved") | F.col("_other_moved"))
                  .select("node", "s", F.col("other").alias("w")))
     live = versions.filter(F.col("t_from") < F.col("t_to"))   # versions made at one time: the last one holds
-    read = (pairs.join(ctx.overlay.state.select(F.col(ID).alias("w"), F.col("rt").alias("wrt")), "w")
+    read = (pairs.join(ctx.base.select(F.col(ID).alias("w"), F.col("rt").alias("wrt")), "w")
             .join(live.withColumnRenamed("node", "w"), "w", "left"))
     entry = _entry_at(F.col("s"), "wrt", ctx.returns)
     entry = F.when(F.array_contains(F.coalesce("dead", F.array().cast(NODES)), entry), -1).otherwise(entry)
@@ -1128,7 +1259,7 @@ def _book_pairs(ctx: _Context, log: DataFrame, events: DataFrame) -> DataFrame:
     in `events`, and each w it may ask for it: the entries of s's row and of the row after it in its table,
     and the nodes it asked (a chain that goes on further finds their books a pass later)."""
     kind, cols = F.col("kind"), 1 << ctx.overlay.ring.b
-    rts = ctx.overlay.state.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
+    rts = ctx.base.select(F.col(ID).alias("node"), F.col("rt").alias("xrt"))
     asked = (log.filter(kind == "table_ask")
              .select("node", F.col("a").cast(T.IntegerType()).alias("s"), F.col("b").alias("w")))
     # the slots asked for, and the dead entries lookups found (their slots are read from the same join)
@@ -1159,7 +1290,7 @@ def _leave_notices(ctx: _Context, versions: DataFrame, among: DataFrame | None =
     """(y, t, ord, x, t_a): leaver y (of those `among`, if given) at t tells member x (place ord) of its
     leaf set then; x hears at t_a."""
     ring_bc, proc = ctx.ring_bc, ctx.timers.proc_ms
-    conv = ctx.overlay.state.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
+    conv = ctx.base.select(F.col(ID).alias("y"), F.col("leaf").alias("conv"))
     leaving = _among(ctx.leavers.filter(F.col("t") < ctx.until), among, "y")   # nothing at or after the end
     read = bsp.as_of(leaving, "y", "t", versions).join(conv, "y")
     told = read.select("y", "t", F.posexplode(F.coalesce("vleaf", "conv")).alias("ord", "x"))
@@ -1183,9 +1314,10 @@ def _leave_events(ctx: _Context, versions: DataFrame, among: DataFrame | None = 
 
 # ---------------------------------------------------------------- lookups
 
-def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcome:
-    """Route every lookup to its end, each hop on its node's version at the hop's time."""
-    state = ctx.overlay.state.select(F.col(ID).alias("_sid"), "leaf", "rt", "nbr")
+def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame, joins: bool = False) -> bsp.Outcome:
+    """Route every lookup to its end, each hop on its node's version at the hop's time (with `joins`, JOINs:
+    also their replies and their sends' times)."""
+    state = ctx.base.select(F.col(ID).alias("_sid"), "leaf", "rt", "nbr")
     task = _route_task(ctx)
     names = [f.name for f in LOOKUP_SCHEMA.fields]
     until, rto = ctx.until, ctx.timers.rto_ms
@@ -1198,7 +1330,9 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
     entry = _entry_at(F.col("slot"), "rt", ctx.returns)
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
     back = ctx.returns
-    table = F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i), _remembered(e, back)))
+    table = (_whole_table(ctx, back) if ctx.newcomers is not None   # a table a newcomer entered may grow
+             else F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i),
+                                                            _remembered(e, back))))
     forgot = F.coalesce("forgot", none)
     nbr = F.filter("nbr", lambda v: ~F.array_contains(forgot, v)) if back else F.col("nbr")
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),
@@ -1206,15 +1340,24 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame) -> bsp.Outcom
                entry.alias("entry"), F.when(entry >= 0, none).otherwise(table).alias("rt"),
                F.when(entry >= 0, none).otherwise(nbr).alias("nbr")]
 
+    emitted = {"done": lambda f: f.filter("done"),
+               "sends": lambda f: f.filter(F.col("sent") > 0).select("lid", "sent"),
+               "reads": _reads,
+               "declared": lambda f: _declared(f, rto, until)}
+    if joins:
+        last = F.col("outcome").isin("correct", "wrong")
+        emitted = {"declared": emitted["declared"],
+                   "replies": lambda f: f.filter("replied").select("lid", F.col("read_at").alias("z"),
+                                                                   F.col("read_t").alias("t"), "hops",
+                                                                   last.alias("last")),
+                   "join_sends": lambda f: f.filter(F.col("sent") > 0).select("lid",
+                                                                              F.col("read_t").alias("t"))}
+
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
         read = read.join(state, read["at"] == state["_sid"]).select(*names, *current)
         return bsp.Split(read.mapInArrow(task, STEP_SCHEMA),
-                         inflight=lambda f: f.filter(~F.col("done")).select(*names),
-                         emitted={"done": lambda f: f.filter("done"),
-                                  "sends": lambda f: f.filter(F.col("sent") > 0).select("lid", "sent"),
-                                  "reads": _reads,
-                                  "declared": lambda f: _declared(f, rto, until)})
+                         inflight=lambda f: f.filter(~F.col("done")).select(*names), emitted=emitted)
     return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
                    unsized=True)
 
@@ -1305,6 +1448,7 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     read[go] = True
     stays = np.zeros(len(m), bool)
     stays[go] = nxt[go] == at[go]
+    replied = read & ((via != TIMEOUT) | stays)   # a JOIN's node replies on its arrival, or where it ends
     if stays.any():
         right = closest_alive_at(ring, downs, khi[stays], klo[stays], t[stays]) == at[stays]
         outcome[stays] = np.where(right, "correct", "wrong")
@@ -1337,7 +1481,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
                                                  schema.field("avoid").type),
         "slot": slot, "state": col["state"].to_numpy(), "read_at": np.where(read, at, -1), "read_t": t,
         "done": done, "outcome": np.where(done, outcome, ""),
-        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent, "declared": declared}
+        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent, "declared": declared,
+        "replied": replied}
     return pa.RecordBatch.from_arrays([out[f.name] if isinstance(out[f.name], pa.Array)
                                        else pa.array(np.asarray(out[f.name]), type=f.type) for f in schema],
                                       schema=schema)
@@ -1464,6 +1609,95 @@ def closest_alive_at(ring: Ring, downs: Downs, khi, klo, t: np.ndarray) -> np.nd
     return np.where(succ_wins, succ, pred)
 
 
+# ---------------------------------------------------------------- joins (`timed_joins`)
+
+def _joins(ctx: _Context, events: DataFrame, versions: DataFrame) -> DataFrame:
+    """This pass's joins on these versions: the tries the BUILT and TRIED events given show, their contacts
+    and JOIN routes, and what each try settles to (a BUILT or TRIED event), with the JOINs' declarations."""
+    spark, ring, tm = events.sparkSession, ctx.overlay.ring, ctx.timers
+    given = events.filter(F.col("kind").isin(*tj.GIVEN)).select("node", "kind", "t", "set_t").toPandas()
+    tries, waits = tj.plan(ctx.downs, ctx.newcomers, tm.lookup_timeout_ms, ctx.until, given)
+    contacts = [tj.contact(ring, ctx.downs, tm, ctx.until, tr, waits) for tr in tries]
+    entered = [i for i, c in enumerate(contacts) if c.at is not None]
+    x = np.array([tries[i].x for i in entered], np.int64)
+    frame = pd.DataFrame({"t_issue": [tries[i].t for i in entered], "src": [contacts[i].at for i in entered],
+                          "key_hi": ring.hi[x], "key_lo": ring.lo[x]})
+    joins = _lookup_frame(spark, ring, frame, first=ctx.lookups_n, t=[contacts[i].t for i in entered],
+                          timeouts=[contacts[i].timeouts for i in entered])
+    routed = _route(ctx, joins, versions, joins=True).emitted
+    replies = _reply_states(ctx, routed.get("replies"), versions)
+    sends = (routed["join_sends"].toPandas() if "join_sends" in routed
+             else pd.DataFrame({"lid": [], "t": []}))
+    out, log = [], _JoinLog(tries, contacts, replies, sends)
+    lid = {i: ctx.lookups_n + j for j, i in enumerate(entered)}
+    for i, tr in enumerate(tries):
+        mine = replies[replies.lid == lid[i]] if i in lid else replies.iloc[:0]
+        got = tj.settle(ring, tm, ctx.until, tr, mine)
+        if got is not None:
+            t, (pred, succ, fills) = got
+            out.append((tr.x, t, MESSAGE, tr.t, BY_HANDLER, 0, tj.BUILT, -1,
+                        [len(pred), len(succ), *pred, *succ, *(v for s in fills.items() for v in s)]))
+            log.built.append((tr.x, t))
+        else:
+            again = tr.t + tm.lookup_timeout_ms
+            if again < tr.life_end and again < ctx.until:
+                out.append((tr.x, again, TIMER, tr.t, BY_HANDLER, 0, tj.TRIED, -1, []))
+                log.lost.append((tr.x, again))
+    ctx.joins = log
+    made = local_frame(spark, pa.Table.from_pylist([dict(zip(EVENT_SCHEMA.names, r)) for r in out],
+                                                   schema=to_arrow_schema(EVENT_SCHEMA)), EVENT_SCHEMA)
+    declared = routed.get("declared")
+    return made if declared is None else made.unionByName(declared.drop("lid"))
+
+
+def _reply_states(ctx: _Context, replies: DataFrame | None, versions: DataFrame) -> pd.DataFrame:
+    """The JOIN replies (lid, z, t, hops, last) with the state z had then: its leaf set and its whole table
+    (refilled slots, taken-in newcomers, without the nodes it knows dead or once knew dead)."""
+    cols = ["lid", "z", "t", "hops", "last", "leaf", "table"]
+    if replies is None:
+        return pd.DataFrame({c: [] for c in cols})
+    base = ctx.base.select(F.col(ID).alias("z"), F.col("leaf").alias("conv"), "rt")
+    read = bsp.as_of(replies, "z", "t", versions).join(base, "z")
+    dead = F.coalesce("dead", F.array().cast(NODES))
+    return read.select("lid", "z", "t", "hops", "last", F.coalesce("vleaf", "conv").alias("leaf"),
+                       _whole_table(ctx, ctx.returns, dead).alias("table")).toPandas()
+
+
+def _whole_table(ctx: _Context, returns: bool, dead: Column | None = None) -> Column:
+    """A version's routing table in whole rows: the table `rt` started with, the refilled and taken-in
+    slots over it (a table grows by whole rows to hold them), -1 where empty (and for the nodes `dead`
+    lists)."""
+    cols = 1 << ctx.overlay.ring.b
+    filled = F.coalesce(F.array_max("fslot") + 1, F.lit(0))
+    size = F.greatest(F.size("rt"), F.ceil(filled / cols).cast(T.IntegerType()) * cols)
+    fills = _fills()
+
+    def entry(i: Column) -> Column:
+        e = F.coalesce(F.try_element_at(fills, i), _remembered(F.try_element_at("rt", i + 1), returns),
+                       F.lit(-1).cast(T.LongType()))
+        return e if dead is None else F.when(F.array_contains(dead, e), -1).otherwise(e)
+    return F.when(size > 0, F.transform(F.sequence(F.lit(0), size - 1), entry)).otherwise(
+        F.array().cast(NODES))
+
+
+@dataclass
+class _JoinLog:
+    """What a pass's joins did: the tries, their contacts, the JOINs' replies and sends, builds, retries."""
+
+    tries: list[tj.Try]
+    contacts: list[tj.Contact]
+    replies: pd.DataFrame   # lid, z, t (sent), hops, last, leaf, table
+    sends: pd.DataFrame     # lid, t: each JOIN forwarded
+    built: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t)
+    lost: list[tuple[int, float]] = field(default_factory=list)    # (newcomer, t it tries again)
+
+    def sent(self) -> dict[str, np.ndarray]:
+        """When each JOIN and each reply was sent."""
+        to_contacts = [t for c in self.contacts for t in c.sends]
+        return {"join": np.r_[np.asarray(to_contacts, np.float64), self.sends.t.to_numpy(np.float64)],
+                "join_reply": self.replies.t.to_numpy(np.float64)}
+
+
 # ---------------------------------------------------------------- the result
 
 def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
@@ -1481,12 +1715,17 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     asks = log[log.kind == "table_ask"].rename(columns={"a": "slot", "b": "asked"})
     filled = log[log.kind == "table_repaired"].rename(columns={"a": "slot", "b": "entry"})
     messages, maintenance = _messages(ctx, last, log)
+    joined = lost = None
+    if ctx.joins is not None:
+        joined, lost = (pd.DataFrame(rows, columns=["node", "t"], dtype=object).astype({"node": np.int64,
+                                                                                       "t": np.float64})
+                        for rows in (ctx.joins.built, ctx.joins.lost))
     return TimedRun(done.drop(columns="t_issue"),
                     detections[["failed", "detector", "t"]].reset_index(drop=True),
                     starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
                     repairs[["node", "t"]].reset_index(drop=True), messages, maintenance, passes,
                     asks[["node", "slot", "asked", "t"]].reset_index(drop=True),
-                    filled[["node", "slot", "entry", "t"]].reset_index(drop=True))
+                    filled[["node", "slot", "entry", "t"]].reset_index(drop=True), joined, lost)
 
 
 def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:
@@ -1510,6 +1749,11 @@ def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter
     if ctx.returns:
         binned["announce"] = bins.count(log[log.kind == "announce"].t.to_numpy(np.float64))
         kinds += RECOVERY
+    if ctx.joins is not None:
+        sent = {**ctx.joins.sent(), "join_announce": log[log.kind == "join_announce"].t.to_numpy(np.float64)}
+        for kind in JOINING:
+            binned[kind] = bins.count(sent[kind])
+        kinds += JOINING
     lookup = int(last.frames["sends"].agg(F.sum("sent")).first()[0] or 0)
     total = Counter({kind: int(binned[kind].sum()) for kind in kinds})
     total["lookup"] = lookup
