@@ -734,6 +734,10 @@ class PastryTimedParams(AnyProximity):
                                 "chance mean_downtime_s / (mean_session_s + mean_downtime_s), for what "
                                 "remains of a downtime under way, and in no other node's state; the others "
                                 "converged among themselves", choices=("all_up", "steady"))
+    arrivals: str = knob("none", "none: the nodes are all there is; steady: newcomers join by Pastry's join, "
+                                 "in time, as a Poisson process at the rate nodes leave for good, nodes x (1 "
+                                 "- recover_share) / mean_session_s per second (none if recover_share = 1); "
+                                 "each then lives sessions as the others do", choices=("none", "steady"))
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)

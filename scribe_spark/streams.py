@@ -36,6 +36,7 @@ class Purpose:
     RETURNS = 18             # pastry_timed: which departed nodes come back, and after how long (nodes)
     SESSIONS = 19            # pastry_timed: the sessions after a return, how they end (nodes, round)
     START = 20               # pastry_timed: who is down at a steady start, and for how long (nodes)
+    ARRIVALS = 21            # pastry_timed: newcomers' arrivals, sessions and returns (nodes[, round])
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

@@ -17,14 +17,16 @@ TINY = ROOT / "conf" / "tiny" / "pastry_timed.toml"
 def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny):
     """The tiny run's own check passed: every lookup's outcome, node, hops, timeouts and latency, every
     detection, repair request and repair, and the messages by kind and by bin equal the sequential
-    reference's (the job stops otherwise), with crashes and graceful leaves. Its timeouts fall on
-    keep-alive ticks: the ties to order."""
+    reference's (the job stops otherwise), with crashes, graceful leaves, returns and newcomers that join.
+    Its timeouts fall on keep-alive ticks: the ties to order."""
     folder = tiny("pastry_timed")
     assert "The sequential reference simulation gave the same" in (folder / "summary.md").read_text()
     t, r = pd.read_csv(folder / "timeline.csv"), pd.read_csv(folder / "repairs.csv")
     assert t.time_s.tolist() == [0, 10, 20, 30, 40]
     gone = t.crashes + t.leaves
-    assert gone.sum() == len(r) > 3 and (t.members == 100 - gone.cumsum() + t.returns.cumsum()).all()
+    came = t.returns.cumsum() + t.arrivals.cumsum()
+    assert gone.sum() == len(r) > 3 and (t.members == 100 - gone.cumsum() + came).all()
+    assert t.arrivals.sum() > 0 and (t.join_msgs_per_node_s > 0).any()   # newcomers joined
     # half the departed nodes come back: they ask their last leaf set, which answers, and announce themselves
     back = t.returns.sum()
     assert 0 < back == r.back_s.notna().sum() < len(r) and (r.back_s > r.left_s).sum() == back
@@ -35,10 +37,10 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     # before the first crash every node probes its 16 leaf-set members every 3 s, and each probe is answered
     assert t.keepalive_msgs_per_node_s.iat[0] == pytest.approx(2 * 16 / 3, rel=0.05)
     # every message is 51 B, a leaf-set reply (or rejoin reply) 1 + 16 handles of 22 B more, a table request
-    # 2 B and a table reply 2 + 22 B more
+    # 2 B and a table reply 2 + 22 B more, a JOIN 22 B and its reply 1 + 32 handles more
     extra = t.maintenance_bytes_per_node_s - 51 * t.maintenance_msgs_per_node_s
     bound = (353 * (t.leaf_repair_msgs_per_node_s + t.rejoin_msgs_per_node_s)
-             + 24 * t.table_repair_msgs_per_node_s)
+             + 24 * t.table_repair_msgs_per_node_s + 705 * t.join_msgs_per_node_s)
     low = 2 * t.table_repair_msgs_per_node_s
     assert (extra >= low - 1e-9).all() and (extra <= bound + 1e-9).all() and extra.max() > 0
     assert (extra[bound == 0].abs() < 1e-9).all() and (t.table_repair_msgs_per_node_s > 0).any()
@@ -51,6 +53,29 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     assert len(sweep) == 1 and int(sweep.lookups.iat[0]) == t.lookups.sum()
     assert int(sweep.departures.iat[0]) == len(r) and (t.keepalive_s == 3.0).all()
     assert int(sweep.returns.iat[0]) == t.returns.sum()
+
+
+def test_newcomers_arrive_at_the_rate_nodes_leave_for_good(tmp_path):
+    """arrivals = steady: a Poisson process of rate nodes (1 - recover_share) / mean session per second; a
+    point of a longer mean session keeps some of a shorter one's arrivals (common random numbers).
+    Newcomers are numbered after the members, absent from the start, and counted as arrivals, not as
+    returns or nodes down at the start; their later sessions end and come back as the others'."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed as pt
+    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "nodes=4000",
+                              "--set", "duration_s=3600", "--set", "mean_session_s=[600, 1200]"]).params
+    short, _ = pt.workload(p, 600.0)
+    long_, _ = pt.workload(p, 1200.0)
+    want = 4000 * 0.5 / 600 * 3600   # 12,000
+    assert abs(len(short.arrivals) - want) < 4 * want ** 0.5
+    assert abs(len(long_.arrivals) - want / 2) < 4 * (want / 2) ** 0.5
+    assert set(long_.arrivals.tolist()) < set(short.arrivals.tolist())
+    pool = pt.ring_size(p) - 4000
+    assert pool >= len(short.arrivals) and (short.newcomers == 4000 + np.arange(pool)).all()
+    assert set(short.newcomers.tolist()) <= set(short.absent.tolist())
+    n = short.counts()
+    assert n["arrivals"] == len(short.arrivals) and "absent" not in n
+    assert n["returns"] == len(short.back) and np.isin(short.within.node, short.newcomers).sum() > 1000
 
 
 def test_every_sweep_point_draws_the_same_numbers(tmp_path):

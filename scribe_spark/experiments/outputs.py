@@ -295,6 +295,7 @@ PASTRY_TIMED = {t.name: t for t in (
           ("leaves", "", "graceful leaves in the bin"),
           ("returns", "", "returns in the bin: nodes that came back (recover_share), also those down since "
                           "the start (start = steady)"),
+          ("arrivals", "", "newcomers that came up to join in the bin (arrivals = steady)"),
           ("lookups", "", "lookups issued in the bin (by a live node)"),
           ("lookup_success", "share", "of those, delivered to the live node numerically closest to the key "
                                       "at delivery"),
@@ -321,7 +322,11 @@ PASTRY_TIMED = {t.name: t for t in (
           ("rejoin_msgs_per_node_s", "1/s", "messages of nodes coming back: their requests to be taken back, "
                                             "the replies, and their announcements to new leaf-set members, "
                                             "per live node and second"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the five above) per live node "
+          ("join_msgs_per_node_s", "1/s", "messages of newcomers' joins: JOINs (to the contact and on each "
+                                          "hop), the replies of the nodes on the route, and the newcomers' "
+                                          "notices to the nodes of their tables, per live node and second "
+                                          "(their requests to be taken in count as rejoins)"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the six above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second")),
@@ -359,8 +364,8 @@ PASTRY_TIMED = {t.name: t for t in (
           ("lookup_latency_ms_mean", "ms", "mean latency of the delivered lookups"),
           ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
           ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
-          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave and rejoin "
-                                                 "messages per live node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave, rejoin and "
+                                                 "join messages per live node and second"),
           ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -44,11 +44,15 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
 
 KINDS = {"keepalive": ("probe", "probe_reply"), "leaf_repair": ("leaf_request", "leaf_reply"),
-         "table_repair": ("table_request", "table_reply"), "leave": ("leave",), "rejoin": timed.RECOVERY}
+         "table_repair": ("table_request", "table_reply"), "leave": ("leave",), "rejoin": timed.RECOVERY,
+         "join": timed.JOINING}
+OPTIONAL = (*timed.RECOVERY, *timed.JOINING)   # kinds a run without returns (or joins) counts none of
 # message sizes (bytes), for maintenance_bytes_per_node_s: a node handle is a 128-bit id, an IPv4
 # address and a UDP port; every message carries IPv4 and UDP headers, its type and its sender's handle;
 # a leaf-set reply adds a count and |L| handles (counted full); a table request the slot (row and column,
-# a byte each), a table reply the slot and a handle (zero for an empty entry); the others nothing more
+# a byte each), a table reply the slot and a handle (zero for an empty entry); a JOIN the newcomer's
+# handle, a JOIN's reply a count, |L| handles and the table row the newcomer takes from it (2^b handles:
+# the model's reply holds the whole state, of which Pastry sends that row); the others nothing more
 HANDLE_BYTES = 16 + 4 + 2
 HEADER_BYTES = 20 + 8 + 1 + HANDLE_BYTES
 KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
@@ -64,13 +68,16 @@ class Departures:
     down, up, graceful; up inf: not back before the end)."""
 
     spans: pd.DataFrame
+    newcomers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # first return: a join
 
     @classmethod
-    def of(cls, node: np.ndarray, down: np.ndarray, up: np.ndarray, graceful: np.ndarray) -> "Departures":
-        """From a row per going, in any order."""
+    def of(cls, node: np.ndarray, down: np.ndarray, up: np.ndarray, graceful: np.ndarray,
+           newcomers: np.ndarray | None = None) -> "Departures":
+        """From a row per going, in any order (`newcomers`: nodes absent from the start that join)."""
         spans = pd.DataFrame({"node": np.asarray(node, np.int64), "down": np.asarray(down, np.float64),
                               "up": np.asarray(up, np.float64), "graceful": np.asarray(graceful, bool)})
-        return cls(spans.sort_values(["node", "down"], kind="stable").reset_index(drop=True))
+        new = np.zeros(0, np.int64) if newcomers is None else np.asarray(newcomers, np.int64)
+        return cls(spans.sort_values(["node", "down"], kind="stable").reset_index(drop=True), new)
 
     @classmethod
     def of_times(cls, crashes: dict[int, Times], leaves: dict[int, Times] | None = None,
@@ -105,8 +112,22 @@ class Departures:
 
     @property
     def absent(self) -> np.ndarray:
-        """The nodes down from before the start (gone at -inf: a steady start), sorted."""
+        """The nodes down from before the start (gone at -inf: a steady start, or newcomers), sorted."""
         return np.unique(self.spans.node[self.spans.down == -np.inf].to_numpy(np.int64))
+
+    @property
+    def arrivals(self) -> np.ndarray:
+        """When newcomers join (their first returns), in no order."""
+        s = self.spans
+        first = s[(s.down == -np.inf) & np.isin(s.node, self.newcomers)]
+        return first.up[np.isfinite(first.up)].to_numpy(np.float64)
+
+    @property
+    def back(self) -> np.ndarray:
+        """When nodes come back (returns, not joins), in no order."""
+        s = self.spans
+        back = np.isfinite(s.up) & ~((s.down == -np.inf) & np.isin(s.node, self.newcomers))
+        return s.up[back].to_numpy(np.float64)
 
     @property
     def within(self) -> pd.DataFrame:
@@ -116,11 +137,12 @@ class Departures:
 
     def counts(self) -> dict[str, int]:
         """How many crashes and leaves within the run, and returns (also of nodes absent at the start, and
-        how many those are, if any)."""
-        s, absent = self.spans, len(self.absent)
+        how many those are, if any), and newcomers' arrivals (if the run has newcomers)."""
+        s, absent = self.spans, len(np.setdiff1d(self.absent, self.newcomers))
         run = s[np.isfinite(s.down)]
+        new = {"arrivals": len(self.arrivals)} if len(self.newcomers) else {}
         return {"crashes": int((~run.graceful).sum()), "leaves": int(run.graceful.sum()),
-                "returns": int(np.isfinite(s.up).sum()), **({"absent": absent} if absent else {})}
+                "returns": len(self.back), **({"absent": absent} if absent else {}), **new}
 
 
 @dataclass(frozen=True)
@@ -158,7 +180,11 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     up = _after(ends, _downtimes(p, back, p.nodes))
     if p.start == "steady":
         ends, graceful, comes, up = _steady_start(p, mean_session_s, ends, graceful, comes, up)
-    gone = _sessions(p, law, ends, graceful, comes, up)
+    rows = _sessions(p, law, ends, graceful, comes, up)
+    pool = len(_candidates(p)[0])
+    if pool:
+        rows = tuple(np.concatenate(c) for c in zip(rows, _arrivals(p, law, mean_session_s)))
+    gone = Departures.of(*rows, newcomers=p.nodes + np.arange(pool))
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
     lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)),
@@ -167,25 +193,61 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
 
 
 def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful: np.ndarray,
-              comes: np.ndarray, up: np.ndarray) -> Departures:
-    """Every node's goings and returns before the end, from its first session's end, how it ends, whether
-    it comes back and when: after a return a node lives a whole new session from the law, and so on.
-    Round k draws every node's k-th session and its end, so each node's draws do not depend on others'."""
-    until, n = 1000.0 * p.duration_s, p.nodes
+              comes: np.ndarray, up: np.ndarray, first: int = 0,
+              purpose: int = Purpose.SESSIONS) -> tuple[np.ndarray, ...]:
+    """Every node's goings and returns before the end (node, down, up, graceful: a row each), from its first
+    session's end, how it ends, whether it comes back and when: after a return a node lives a whole new
+    session from the law, and so on. Round k draws every node's k-th session and its end, so each node's
+    draws do not depend on others'. The nodes are numbered from `first`, their streams named `purpose`."""
+    until, n = 1000.0 * p.duration_s, len(ends)
     rows, live, k = [], np.ones(n, bool), 0
     while live.any():
         going = np.flatnonzero(live & (ends < until))
         back = comes[going] & (ends[going] < up[going]) & (up[going] < until)
-        rows.append((going, ends[going], np.where(back, up[going], np.inf), graceful[going]))
+        rows.append((first + going, ends[going], np.where(back, up[going], np.inf), graceful[going]))
         live = np.zeros(n, bool)
         live[going[back]] = True
         k += 1
-        again = stream(p.seed, Purpose.SESSIONS, n, k)
+        again = stream(p.seed, purpose, p.nodes, k)
         ends = _after(up, 1000.0 * law.sessions(again, n))
         graceful = again.random(n) < p.leave_share
         comes = again.random(n) < p.recover_share
         up = _after(ends, _downtimes(p, again, n))
-    return Departures.of(*(np.concatenate(c) for c in zip(*rows)))
+    return tuple(np.concatenate(c) for c in zip(*rows))
+
+
+def _candidates(p: PastryTimedParams) -> tuple[np.ndarray, np.ndarray]:
+    """The newcomers' candidate arrivals (ms, sorted) and a uniform draw each: a Poisson process at the
+    sweep's fastest rate (of its shortest mean session); a point keeps the candidates whose draw is below
+    its own rate's share of that one, so that every point draws the same numbers."""
+    if p.arrivals == "none":
+        return np.zeros(0), np.zeros(0)
+    rng = stream(p.seed, Purpose.ARRIVALS, p.nodes)
+    top = p.nodes * (1.0 - p.recover_share) / min(p.mean_session_s)   # per second
+    count = int(rng.poisson(top * p.duration_s))
+    return np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)), rng.random(count)
+
+
+def ring_size(p: PastryTimedParams) -> int:
+    """The ring's nodes: the members and every candidate newcomer (numbered after them)."""
+    return p.nodes + len(_candidates(p)[0])
+
+
+def _arrivals(p: PastryTimedParams, law: SessionLaw, mean_session_s: float) -> tuple[np.ndarray, ...]:
+    """The newcomers' rows: absent from the start, joining at their arrival (never, if this point's rate
+    leaves them out), then sessions from the law as the others', each ending in a crash or a leave and
+    maybe a return."""
+    t, draw = _candidates(p)
+    m = len(t)
+    joins = np.where(draw < min(p.mean_session_s) / mean_session_s, t, np.inf)
+    rng = stream(p.seed, Purpose.ARRIVALS, p.nodes, 0)
+    ends = _after(joins, 1000.0 * law.sessions(rng, m))
+    graceful = rng.random(m) < p.leave_share
+    comes = rng.random(m) < p.recover_share
+    up = _after(ends, _downtimes(p, rng, m))
+    first = (p.nodes + np.arange(m), np.full(m, -np.inf), joins, np.zeros(m, bool))
+    later = _sessions(p, law, ends, graceful, comes, up, first=p.nodes, purpose=Purpose.ARRIVALS)
+    return tuple(np.concatenate(c) for c in zip(first, later))
 
 
 def _steady_start(p: PastryTimedParams, mean_session_s: float, ends: np.ndarray, graceful: np.ndarray,
@@ -220,7 +282,7 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     """Run the timed protocol at every sweep point; per point its timeline, repairs and one sweep row."""
     spark = spark_session(run.name)
     routers, matrix = shared_network(p, p.seed)
-    ring = make_ring(p.nodes, p, p.seed, routers, matrix, spark=spark)
+    ring = make_ring(ring_size(p), p, p.seed, routers, matrix, spark=spark)
     # every point starts from the same converged state, or with a steady start from that of the nodes up at
     # its start, which its mean session decides (the points of one mean session follow each other)
     starts = _Starts(p, run, ring)
@@ -236,14 +298,14 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
 
 def _converged(p: PastryTimedParams, run: Run, ring: Ring, absent: np.ndarray):
     """The converged overlay of the nodes present at the start (`build_overlay`)."""
-    present = p.nodes - len(absent)
+    present = ring.n - len(absent)
     if present <= p.leaf_set:
         raise ValueError(f"only {present} of the {p.nodes} nodes are up at the steady start, and the overlay "
                          f"needs more than leaf_set = {p.leaf_set}: raise nodes or mean_session_s")
     t0 = time.time()
     overlay = build_overlay(spark_session(run.name), ring, seed=p.seed,
                             absent=absent if len(absent) else None)
-    run.log(f"converged state for {present} nodes" + (f" ({len(absent)} down)" if len(absent) else "")
+    run.log(f"converged state for {present} nodes" + (f" ({len(absent)} absent)" if len(absent) else "")
             + f" ({time.time() - t0:.1f}s)")
     return overlay
 
@@ -279,10 +341,15 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Poin
     n = gone.counts()
     back = f", {n['returns']} come back" if n["returns"] else ""
     away = f"{n['absent']} of {p.nodes} down at the start; " if n.get("absent") else ""
+    new = f", {n['arrivals']} newcomers join" if "arrivals" in n else ""
     run.log(f"{at.label}: {away}within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
-            f"{back}; {len(lookups):,} lookups")
+            f"{back}{new}; {len(lookups):,} lookups")
     got = timed.simulate(starts.of(gone.absent), gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s,
-                         seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns)
+                         seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns,
+                         newcomers=gone.newcomers)
+    if got.joined is not None:
+        run.log(f"{at.label}: {len(got.joined):,} newcomers built their state, {len(got.joins_lost):,} "
+                f"JOINs tried again")
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
             f"{len(got.table_repairs):,} table entries refilled")
@@ -321,7 +388,7 @@ def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departu
 
 
 def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, lookups: pd.DataFrame,
-                  until: float, newcomers: frozenset[int] | set[int] = frozenset()):
+                  until: float, newcomers: set[int] | None = None):
     """The sequential reference's run on a Spark run's inputs: the ring's links, the seed's keep-alive
     phases, the departures and returns, the lookups, the newcomers."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
@@ -334,8 +401,9 @@ def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, loo
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
+    joining = set(gone.newcomers.tolist()) | (newcomers or set())
     return TimedPastry(ring, link, params, phase, gone.absent).run(gone.crashes, asked, until, gone.leaves,
-                                                                   gone.returns, newcomers)
+                                                                   gone.returns, joining)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
@@ -379,10 +447,10 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     ends = np.minimum(starts + width, until)
     alive_s, members = _alive(ring.n, gone, starts, ends)
     rows = pd.DataFrame({"time_s": starts / 1000.0, "members": members})
-    s, went = gone.spans, gone.within
+    went = gone.within
     for name, times in (("crashes", went.down[~went.graceful]), ("leaves", went.down[went.graceful]),
-                        ("returns", s.up[np.isfinite(s.up)])):
-        at = times.to_numpy(np.float64) // width
+                        ("returns", gone.back), ("arrivals", gone.arrivals)):
+        at = np.asarray(times, np.float64) // width
         rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
@@ -390,29 +458,31 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
         rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                     where=alive_s > 0)   # no node alive: no rate
     rows["maintenance_msgs_per_node_s"] = sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
-    sent = _bytes(got.maintenance, p.leaf_set)
+    sent = _bytes(got.maintenance, p)
     rows["maintenance_bytes_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                      where=alive_s > 0)
     return rows
 
 
 def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
-    """The per-bin counts of these kinds of message (a run without returns counts none of theirs)."""
-    missing = [k for k in kinds if k not in maintenance and k in timed.RECOVERY]
+    """The per-bin counts of these kinds of message (a run without returns or joins counts none of theirs)."""
+    missing = [k for k in kinds if k not in maintenance and k in OPTIONAL]
     return maintenance.assign(**{k: 0 for k in missing})[list(kinds)]
 
 
-def message_bytes(kind: str, leaf_set: int) -> int:
-    """A maintenance message's size in bytes: HEADER_BYTES and what its kind carries."""
+def message_bytes(kind: str, leaf_set: int, row: int = 16) -> int:
+    """A maintenance message's size in bytes: HEADER_BYTES and what its kind carries (`row`: the entries
+    of a routing-table row, 2^b)."""
     extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "rejoin_reply": 1 + leaf_set * HANDLE_BYTES,
-             "table_request": 2, "table_reply": 2 + HANDLE_BYTES}
+             "table_request": 2, "table_reply": 2 + HANDLE_BYTES, "join": HANDLE_BYTES,
+             "join_reply": 1 + (leaf_set + row) * HANDLE_BYTES}
     return HEADER_BYTES + extra.get(kind, 0)
 
 
-def _bytes(maintenance: pd.DataFrame, leaf_set: int) -> np.ndarray:
+def _bytes(maintenance: pd.DataFrame, p: PastryTimedParams) -> np.ndarray:
     """Maintenance bytes sent per bin."""
-    kinds = (*timed.MAINTENANCE, *timed.RECOVERY)
-    return sum(count.to_numpy(np.float64) * message_bytes(kind, leaf_set)
+    kinds = (*timed.MAINTENANCE, *OPTIONAL)
+    return sum(count.to_numpy(np.float64) * message_bytes(kind, p.leaf_set, 1 << p.b)
                for kind, count in _sent(maintenance, kinds).items())
 
 
@@ -445,14 +515,14 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
     window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
                           p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
-    sent = float(_sent(bins, (*timed.MAINTENANCE, *timed.RECOVERY)).to_numpy().sum())
+    sent = float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum())
     spans = gone.within   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
             "lookups": int(window.lookups), **{c: window[c] for c in WINDOW},
             "maintenance_msgs_per_node_s": sent / alive_s if alive_s > 0 else math.nan,
-            "maintenance_bytes_per_node_s": (float(_bytes(bins, p.leaf_set).sum()) / alive_s if alive_s > 0
+            "maintenance_bytes_per_node_s": (float(_bytes(bins, p).sum()) / alive_s if alive_s > 0
                                              else math.nan),
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
@@ -607,11 +677,19 @@ def _point_line(n: dict) -> str:
 def _back(n: dict) -> str:
     """A point's returns in its summary line, if any, and its nodes down at the start, if any."""
     away = f", {n['absent']} down at the start" if n.get("absent") else ""
-    return (f", {n['returns']} come back" if n.get("returns") else "") + away
+    new = f", {n['arrivals']} join" if "arrivals" in n else ""
+    return (f", {n['returns']} come back" if n.get("returns") else "") + new + away
 
 
 def _returning(p: PastryTimedParams) -> str:
-    """Who comes back, in words."""
+    """Who comes back or joins, in words."""
+    if p.arrivals == "steady":
+        back = (f"after a share {p.recover_share:g} of the departures the node comes back after a downtime "
+                f"of mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; " if p.recover_share
+                else "nobody recovers; ")
+        return (back + "newcomers join by Pastry's join, in time, as a Poisson process at the rate nodes "
+                "leave for good (nodes x (1 - recover_share) / mean session per second), then live "
+                "sessions as the others")
     if p.recover_share == 0:
         return "nobody joins or recovers"
     steady = ("; the run starts in the steady state: each node down with chance mean downtime / (mean "

@@ -33,7 +33,10 @@ each). Timers and replies of a life before the return do nothing (`_Node.ignores
 last going); a node heard back within a request's timeout is not declared failed by it (a leaf-set request
 is sent again: `reask`). Table and neighbourhood entries once emptied stay empty (`forgot`). A node absent
 from the start goes down at -inf: the overlay is built without it in any other node's state
-(`overlay.build_overlay(absent=...)`), and it comes back, if it does, as any other node.
+(`overlay.build_overlay(absent=...)`), and it comes back, if it does, as any other node. A *newcomer*, one
+of them, joins instead by Pastry's join (`timed_joins`): it comes up knowing no one, its JOIN is routed as a
+lookup of its own id, it builds its state from the route's replies (a BUILT event), asks its leaf set to take
+it in (rejoins that also take it into tables) and tells the nodes of its table (TAKE_IN events).
 
 **How time is cut.** Not in windows: each message carries its own clock, and every node's state is a
 list of versions, each in force from the time of the event that made it (a declaration, a leaf set
