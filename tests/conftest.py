@@ -18,9 +18,9 @@ from tests.helpers import ROOT, start_other_layout  # noqa: E402
 _XDIST = "PYTEST_XDIST_WORKER" in os.environ   # this process is one of pytest-xdist's workers
 # the files that take longest (measured one after another), run first so the two test processes
 # finish together; the others keep their order after them
-LONGEST_FIRST = ["test_reproduce.py", "test_determinism.py", "test_scribe_repair.py", "test_cluster.py",
-                 "test_timed_recovery.py", "test_stops.py", "test_failures.py", "test_joins.py",
-                 "test_timed_spark.py", "test_bsp.py"]
+LONGEST_FIRST = ["test_reproduce.py", "test_stops.py", "test_scribe_repair.py", "test_timed_recovery.py",
+                 "test_timed_spark_joins.py", "test_determinism.py", "test_cluster.py", "test_timed_spark.py",
+                 "test_jobs.py", "test_failures.py", "test_joins.py", "test_bsp.py"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
