@@ -122,37 +122,3 @@ def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(
     goings = {(f, c) for f, _d, c, _t in ref.detections}
     assert len(goings) - len({f for f, _c in goings}) >= 3   # nodes noticed gone twice
     assert not [d for _f, d, _c, t in ref.detections if d == r and back[r][1] <= t < 14_000.0]
-
-
-def test_nodes_absent_at_a_steady_start_give_the_reference_run(spark):
-    """Nodes down from before the start (a steady start): in no member's state, each holding the state it
-    had with every node in, and most come back, rejoining through that state's leaf set (members of it
-    still absent are declared). A few members crash. Lookups, detections, repairs and messages equal the
-    reference's, whose members start converged among themselves."""
-    ring = small_ring(60, model="matrix", leaf=8, seed=5)
-    seed, until = 2, 9_000.0
-    rng = np.random.default_rng(6)
-    absent = np.sort(rng.choice(ring.n, 15, replace=False))
-    members = np.setdiff1d(np.arange(ring.n), absent)
-    crashes = {int(v): -np.inf for v in absent}
-    back = {int(v): float(rng.uniform(0, 5_000)) for v in absent[:10]}
-    crashes.update({int(v): float(rng.uniform(1_000, 6_000)) for v in rng.choice(members, 2, replace=False)})
-    k = 20
-    lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0, until, k)), "src": rng.choice(members, k),
-                            "key_hi": rng.integers(0, 2**63, k).astype(np.uint64),
-                            "key_lo": rng.integers(0, 2**63, k).astype(np.uint64)})
-    overlay = ov.build_overlay(spark, ring, "proximity", seed=seed, absent=absent)
-    try:
-        state = overlay.state.toPandas().set_index("id")
-        assert not overlay.converged
-        assert not np.isin(np.concatenate(state.leaf[members].to_numpy()), absent).any()
-        assert np.isin(np.concatenate(state.leaf[absent].to_numpy()), absent).any()   # with every node in
-        got = timed.simulate(overlay, crashes, lookups, TM, until, seed=seed, bin_ms=4000.0, recoveries=back)
-    finally:
-        overlay.unpersist()
-    ref = _reference(ring, seed, crashes, {}, back, until, lookups)
-    assert _differences(got, ref, 4000.0) == []
-    assert ref.messages["rejoin"] > 0 and ref.messages["announce"] > 0
-    gone = {(f, c) for f, _d, c, _t in ref.detections}
-    assert any(c == -np.inf for _f, c in gone) and any(c > 0 for _f, c in gone)
-    assert {look["outcome"] for look in ref.lookups} >= {"correct"}

@@ -6,7 +6,9 @@ among themselves). Each draws what remains of a session under way from `session`
 of them: the node tells its leaf set first) or a crash. After a share `recover_share` of the departures
 the node comes back after a downtime (law `downtime`, mean `mean_downtime_s`) with its id and last state,
 asks its last leaf set to take it back, and lives a new session from the law, and so on; the others stay
-down (nobody joins yet). Leaf-set members probe each other every `keepalive_s`; a member unanswered
+down. With `arrivals = "steady"`, newcomers (numbered after the members, absent from the start) join by
+Pastry's join in time, as a Poisson process at the rate nodes leave for good, then live sessions as the
+others. Leaf-set members probe each other every `keepalive_s`; a member unanswered
 `failure_timeout_s` after a probe is declared failed and the leaf set repaired, and a routing-table entry
 that names a node declared failed is refilled by asking the entries of its row; lookups of random keys
 from random nodes are issued as a Poisson process of `lookups_per_node_s` per node and routed hop by hop

@@ -369,6 +369,8 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     absent = {v for v, down, *_ in spans if down == -math.inf}
     if newcomers is not None and not absent >= set(newcomers.tolist()):
         raise ValueError("a newcomer must be absent from the start (down at -inf)")
+    if newcomers is not None and (overlay.members is None or overlay.members.among(newcomers).any()):
+        raise ValueError("the overlay must be built with the newcomers absent (build_overlay(absent=...))")
     table = Downs.spans(spans)
     crashed = local_frame(spark, pd.DataFrame({"y": table.nodes, "t_down": table.down, "t_up": table.up}),
                           "y long, t_down double, t_up double").localCheckpoint()
@@ -797,8 +799,11 @@ class _Node:
             if members:   # a newcomer's rejoin: it asks to be taken into the table too
                 self._take_in(other)
             return True
-        if kind == tj.TAKE_IN:
-            return self._take_in(other)
+        if kind == tj.TAKE_IN:   # a newcomer's word: it is alive, and asks for a place in the table
+            known = other in self.dead
+            self.dead.pop(other, None)
+            self.heard[other] = self.t
+            return self._take_in(other) or known
         if kind == tj.BUILT:
             return self._built(members)
         if kind == PROBE and (other not in self.pred and other not in self.succ or self._heard(other)):
@@ -888,8 +893,8 @@ class _Node:
         self.built = True
         leaf = self.pred + self.succ
         self.told.update(leaf)
-        for m in leaf:
-            self._log("rejoin", 1, m, self._order())
+        for m in leaf:   # up to |L| timers: orders past TIMERS_PER_EVENT may equal a later event's, which
+            self._log("rejoin", 1, m, self._order())   # misorders only timers due at the very same time
         for j, s in enumerate(sorted(self.fills)):
             if self.fills[s] not in self.told:
                 self.told.add(self.fills[s])
@@ -948,9 +953,10 @@ class _Node:
 
     def _empty(self, s: int) -> None:
         """Empty slot s: a refill goes; a taken-in newcomer over a live entry leaves -1 there, which the
-        entry it replaced does not come back from."""
+        entry it replaced does not come back from, and so does one past the table it started with (the
+        table keeps the rows it grew)."""
         under = self.table[s] if s < len(self.table) else -1
-        if s in self.fills and under >= 0 and under not in self.emptied:
+        if s in self.fills and (s >= len(self.table) or (under >= 0 and under not in self.emptied)):
             self.fills[s] = -1
         else:
             self.fills.pop(s, None)

@@ -18,8 +18,9 @@ derives it, pass by pass, as it derives everything else (`timed`'s fixed point):
 
 The newcomer's fold then builds its state from the BUILT event, asks its leaf set to take it in
 (rejoins, whose welcomes also take it into the receivers' tables) and tells the nodes of its table
-(`join_announce`, a TAKE_IN event at each live receiver). Newcomers are few next to the ring: their tries
-and replies are planned on the driver, the ring's states stay in Spark.
+(`join_announce`, a TAKE_IN event at each live receiver, which no longer counts it dead). The ring's states
+stay in Spark; the tries, contacts and builds are planned on the driver, and a contact's search reads the
+whole ring: the part to move into Spark for runs with many newcomers.
 """
 from __future__ import annotations
 

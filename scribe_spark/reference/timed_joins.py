@@ -28,7 +28,8 @@ no one, and:
    leaf-set member *welcomes* it as a returning node's (no longer dead to it; into its leaf set if
    among the L/2 nearest of its side); a live receiver of either puts it into its routing-table slot
    for it if that slot is empty or it is nearer by link delay than the entry there (a table too short
-   for that row grows). From then on the newcomer behaves as a node back
+   for that row grows); a receiver that knew it dead (it held it in a state from before the newcomer
+   joined) no longer does, as after a welcome. From then on the newcomer behaves as a node back
    up: after each leaf-set merge it announces itself (kind `announce`) to the members it has not told
    yet. The leaf sets' replies are what lets two newcomers that join at once between the same members
    learn of each other.
@@ -205,9 +206,13 @@ class Joins:
         return r * (1 << b) + int(ids.digit(hi[[x]], lo[[x]], r, b)[0])
 
     def _on_join_announce(self, t: float, y: int, x: int) -> None:
-        """A live y takes newcomer x into its routing table where it fits (not into its leaf set: y is
-        no member of x's, and a side of y's short of a member would take x in from however far off)."""
+        """A live y learns newcomer x is alive (no longer dead to it, as a welcome) and takes it into its
+        routing table where it fits (not into its leaf set: y is no member of x's, and a side of y's short
+        of a member would take x in from however far off)."""
         if self.alive[y]:
+            node = self.nodes[y]
+            node.known_dead.discard(x)
+            node.heard[x] = t
             self.take_in(y, x)
 
     def take_in(self, y: int, x: int) -> None:
