@@ -706,16 +706,23 @@ class PastryTimedParams(AnyProximity):
     bin_s: float = knob(10.0, "width of a timeline.csv row", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     warmup_s: float = knob(0.0, "sweep.csv measures from this time on (a whole number of bins; timeline.csv "
                                 "and repairs.csv keep the whole run)", unit="s", lo=0.0, hi=TIME_MAX_S)
-    session: str = knob("exponential", "session-time law: exponential, weibull or pareto; a session that "
-                                       "ends within duration_s ends in a crash or a leave",
-                        choices=sessions.LAWS)
+    session: str = knob("exponential", "session-time law: exponential, weibull or pareto, or trace (the "
+                                       "sessions of the file `trace`); a session that ends within "
+                                       "duration_s ends in a crash or a leave",
+                        choices=(*sessions.LAWS, "trace"))
     mean_session_s: tuple[float, ...] = knob((3600.0,), "mean session times, one sweep point each (each node "
-                                                        "draws what remains of a session under way)",
+                                                        "draws what remains of a session under way; not "
+                                                        "used with a trace, whose mean session labels the "
+                                                        "points)",
                                              unit="s", lo=0.0, hi=1e9, lo_open=True, min_items=1)
     weibull_shape: float = knob(1.0, "Weibull shape k (1 = exponential)", lo=0.05, hi=100.0,
                                 only_with=("session", "weibull"))
     pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean)", lo=1.0, hi=100.0,
                                lo_open=True, only_with=("session", "pareto"))
+    trace: str = knob("", "session trace (CSV with header node,start_s,end_s; a row per session, in s from "
+                          "the run's start): a node with a session under way at 0 is a member, one first "
+                          "seen later joins by Pastry's join, in time, and a node's later sessions are "
+                          "returns with the state it had", only_with=("session", "trace"))
     leave_share: float = share(0.0, "share of the session ends that are graceful leaves (the node tells its "
                                     "leaf set first); the others are crashes")
     recover_share: float = share(0.0, "share of the departures (crash or leave) after which the node comes "
@@ -760,6 +767,8 @@ class PastryTimedParams(AnyProximity):
 
     def validate(self) -> None:
         self.validate_overlay()
+        if self.session == "trace":
+            self.validate_trace()
         _require(self.bin_s <= self.duration_s, "bin_s", f"must be at most duration_s ({self.duration_s:g})",
                  self.bin_s)
         _require(self.duration_s / self.bin_s <= 100_000, "bin_s", "must leave at most 100,000 bins",
@@ -769,9 +778,9 @@ class PastryTimedParams(AnyProximity):
         _require(whole and round(bins) < math.ceil(self.duration_s / self.bin_s - 1e-9), "warmup_s",
                  f"must be a whole number of bins (bin_s = {self.bin_s:g}) below duration_s "
                  f"({self.duration_s:g})", self.warmup_s)
-        _require(not self.check or self.nodes <= REFERENCE_NODES_MAX, "check",
-                 f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes; set false",
-                 self.check)
+        _require(not self.check or self.peak_nodes() <= REFERENCE_NODES_MAX, "check",
+                 f"the sequential reference is too slow above {REFERENCE_NODES_MAX:,} nodes (newcomers "
+                 "counted); set false", self.check)
         _require(self.start == "all_up" or self.recover_share == 1, "start",
                  "steady needs recover_share = 1 (without newcomers, only nodes that always come back keep a "
                  "steady state)", self.start)
@@ -789,6 +798,35 @@ class PastryTimedParams(AnyProximity):
         _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",
                  f"must exceed every round trip ({trip:.0f} ms at most under the {self.proximity} model): "
                  "a probe answered after its timeout is not modelled", self.failure_timeout_s)
+
+    def validate_trace(self) -> None:
+        """Check the trace file (readable, well formed, `nodes` sessions under way at time 0) and the knobs a
+        trace replaces."""
+        _require(bool(self.trace), "trace", "must name a session trace file when session = 'trace'",
+                 self.trace)
+        _require(is_file(self.trace), "trace", "file not found", self.trace)
+        try:
+            trace = sessions.read_trace(self.trace)
+        except ValueError as e:
+            raise ConfigError(f"key 'trace': {e} ({self.trace})") from None
+        online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
+        _require(online == self.nodes, "nodes", f"must equal the trace's sessions under way at time 0 "
+                 f"({online})", self.nodes)
+        _require(self.start == "all_up", "start", "must be all_up with a trace (the trace says who is up "
+                 "at time 0)", self.start)
+        _require(self.arrivals == "none", "arrivals", "must be none with a trace (the trace says who joins "
+                 "when)", self.arrivals)
+
+    def peak_nodes(self) -> int:
+        """The ring's nodes: the members and the newcomers (a trace's nodes seen within the run, or about
+        the arrivals expected, with a margin)."""
+        if self.session == "trace" and is_file(self.trace):
+            t = sessions.read_trace(self.trace)
+            return int(t.node[(t.end_s > 0) & (t.start_s < self.duration_s)].nunique())
+        if self.arrivals == "none":
+            return self.nodes
+        rate = self.nodes * (1.0 - self.recover_share) / min(self.mean_session_s)
+        return self.nodes + math.ceil(1.1 * rate * self.duration_s + 10)
 
     def needs(self) -> list[tuple[Any, int, str]]:
         lookups = int(self.lookups_per_node_s * self.nodes * self.duration_s)

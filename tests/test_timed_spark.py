@@ -1,6 +1,8 @@
 """Pastry in simulated time on Spark against the sequential discrete-event reference, event for event."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -76,6 +78,40 @@ def test_newcomers_arrive_at_the_rate_nodes_leave_for_good(tmp_path):
     n = short.counts()
     assert n["arrivals"] == len(short.arrivals) and "absent" not in n
     assert n["returns"] == len(short.back) and np.isin(short.within.node, short.newcomers).sum() > 1000
+
+
+def test_a_trace_gives_the_members_their_returns_and_the_newcomers(tmp_path):
+    """session = trace: the nodes with a session under way at 0 are the members (numbered first), a node
+    first seen later is a newcomer (absent from the start, joining at its first session's start), a node's
+    later session a return; a node whose sessions are all before 0 is no node of the run. The trace must
+    have `nodes` sessions under way at 0, and says who is up at the start and who joins."""
+    from scribe_spark.cli.job import plan
+    from scribe_spark.experiments import pastry_timed as pt
+    from scribe_spark.knobs import ConfigError
+    lines = ["node,start_s,end_s", "gone,-50,-10"] + [f"m{i:02d},-100,1000" for i in range(2, 40)]
+    lines += ["m00,-100,5", "m00,8,30", "m01,-100,12", "n0,3,1000", "n1,9,20", "n1,25,26"]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    args = ["--conf", str(TINY), "--out", str(tmp_path), "--set", "session=trace", "--set", f"trace={trace}",
+            "--set", "arrivals=none"]
+    p = plan("pastry_timed", [*args, "--set", "nodes=40"]).params
+    gone, lookups = pt.workload(p, 0.0)
+    assert pt.ring_size(p) == 42 and gone.newcomers.tolist() == [40, 41]
+    rows = [(int(r.node), r.down, r.up) for r in gone.spans.itertuples()]
+    assert rows == [(0, 5000.0, 8000.0), (0, 30000.0, np.inf), (1, 12000.0, np.inf), (40, -np.inf, 3000.0),
+                    (41, -np.inf, 9000.0), (41, 20000.0, 25000.0), (41, 26000.0, np.inf)]
+    n = gone.counts()
+    assert n["crashes"] + n["leaves"] == 5 and (n["returns"], n["arrivals"]) == (2, 2) and "absent" not in n
+    assert lookups.src.max() < 40
+    assert pt.trace_mean_s(p) == pytest.approx((40 + 38 * 1100 + 105 + 22 + 112 + 997 + 11 + 1) / 45)
+    for bad, reason in ((["--set", "nodes=41"], "key 'nodes': must equal the trace's sessions under way at "
+                                                "time 0 (40)"),
+                        (["--set", "nodes=40", "--set", "start=steady", "--set", "recover_share=1"],
+                         "key 'start': must be all_up with a trace"),
+                        (["--set", "nodes=40", "--set", "arrivals=steady"],
+                         "key 'arrivals': must be none with a trace")):
+        with pytest.raises(ConfigError, match=re.escape(reason)):
+            plan("pastry_timed", [*args, *bad])
 
 
 def test_every_sweep_point_draws_the_same_numbers(tmp_path):

@@ -40,7 +40,7 @@ from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import timed
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import build_overlay
-from scribe_spark.sessions import SessionLaw, Times, outages
+from scribe_spark.sessions import SessionLaw, Times, outages, read_trace
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.network import make_ring, shared_network
@@ -174,6 +174,8 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     numbers), the sessions scaled by its mean, the same downtimes and lookups.
     """
     rng = stream(p.seed, Purpose.CHURN, p.nodes)
+    if p.session == "trace":
+        return _replayed(p), _lookups(p, rng)
     law = SessionLaw.of(p, mean_session_s)
     ends = 1000.0 * law.residuals(rng, p.nodes)
     graceful = stream(p.seed, Purpose.LEAVES, p.nodes).random(p.nodes) < p.leave_share   # per node
@@ -187,11 +189,53 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     if pool:
         rows = tuple(np.concatenate(c) for c in zip(rows, _arrivals(p, law, mean_session_s)))
     gone = Departures.of(*rows, newcomers=p.nodes + np.arange(pool))
+    return gone, _lookups(p, rng)
+
+
+def _lookups(p: PastryTimedParams, rng: np.random.Generator) -> pd.DataFrame:
+    """The lookups (t_issue, src, key_hi, key_lo): a Poisson process from the members (0 .. nodes - 1)."""
     count = int(rng.poisson(p.lookups_per_node_s * p.nodes * p.duration_s))
     khi, klo = ids.random_ids(count, rng)
-    lookups = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)),
-                            "src": rng.integers(0, p.nodes, count), "key_hi": khi, "key_lo": klo})
-    return gone, lookups
+    return pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)),
+                         "src": rng.integers(0, p.nodes, count), "key_hi": khi, "key_lo": klo})
+
+
+def traced(p: PastryTimedParams) -> pd.DataFrame:
+    """The trace's sessions that overlap the run (ms), each with its node's number (`ring`): the nodes with a
+    session under way at 0 first (the members, by the trace's order), then the others by first session."""
+    t = read_trace(p.trace)   # by start, then node
+    t = t[(t.end_s > 0) & (t.start_s < p.duration_s)]
+    members = list(dict.fromkeys(t.node[t.start_s <= 0]))
+    order = members + [v for v in dict.fromkeys(t.node) if v not in set(members)]
+    number = {v: i for i, v in enumerate(order)}
+    out = pd.DataFrame({"ring": t.node.map(number).to_numpy(np.int64), "start": 1000.0 * t.start_s.to_numpy(),
+                        "end": 1000.0 * t.end_s.to_numpy()})
+    return out.sort_values(["ring", "start"], kind="stable")
+
+
+def _replayed(p: PastryTimedParams) -> Departures:
+    """A trace's departures: a node goes at each session's end within the run (a crash or, a share
+    leave_share of them, a leave) and comes back at its next session's start; a node first seen after 0
+    is a newcomer, absent from the start, that joins at its first session's start."""
+    t, until = traced(p), 1000.0 * p.duration_s
+    rows = []
+    for v, s in t.groupby("ring", sort=True):
+        start, end = s.start.to_numpy(), s.end.to_numpy()
+        if start[0] > 0:
+            rows.append((v, -np.inf, start[0]))
+        nxt = np.r_[start[1:], np.inf]
+        rows += [(v, e, max(n, np.nextafter(e, np.inf)) if n < until else np.inf)
+                 for e, n in zip(end.tolist(), nxt.tolist()) if e < until]
+    node, down, up = (np.array(c) for c in zip(*rows)) if rows else (np.zeros(0),) * 3
+    leave = stream(p.seed, Purpose.LEAVES, p.nodes).random(len(rows)) < p.leave_share
+    return Departures.of(node, down, up, leave & np.isfinite(down),
+                         newcomers=np.arange(p.nodes, int(t.ring.max()) + 1))
+
+
+def trace_mean_s(p: PastryTimedParams) -> float:
+    """The trace's mean session (s), over all its sessions: what labels a point run on it."""
+    t = read_trace(p.trace)
+    return float((t.end_s - t.start_s).mean())
 
 
 def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful: np.ndarray,
@@ -231,7 +275,10 @@ def _candidates(p: PastryTimedParams) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ring_size(p: PastryTimedParams) -> int:
-    """The ring's nodes: the members and every candidate newcomer (numbered after them)."""
+    """The ring's nodes: the members and every candidate newcomer (numbered after them; with a trace, every
+    node it has in the run)."""
+    if p.session == "trace":
+        return int(traced(p).ring.max()) + 1
     return p.nodes + len(_candidates(p)[0])
 
 
@@ -288,7 +335,8 @@ def simulate(p: PastryTimedParams, run: Run) -> Outcome:
     # every point starts from the same converged state, or with a steady start from that of the nodes up at
     # its start, which its mean session decides (the points of one mean session follow each other)
     starts = _Starts(p, run, ring)
-    points = [Point(m, k) for m in p.mean_session_s for k in p.keepalive_s]
+    means = [trace_mean_s(p)] if p.session == "trace" else p.mean_session_s
+    points = [Point(m, k) for m in means for k in p.keepalive_s]
     try:
         done = [run.point(at.label, lambda at=at: _point(p, run, ring, starts, at)) for at in points]
     finally:
@@ -604,7 +652,7 @@ def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     """Plot each point's lookups, latency, maintenance and delays, and the sweep if any; summarise."""
     t, rep, sweep = (outcome.tables[name] for name in ("timeline", "repairs", "sweep"))
     one = len(sweep) == 1
-    at = f", mean session {p.mean_session_s[0]:g} s, keep-alive {p.keepalive_s[0]:g} s"
+    at = f", mean session {sweep.mean_session_s.iat[0]:g} s, keep-alive {p.keepalive_s[0]:g} s"
     title = f"{p.nodes} nodes" + (at if one else "")
     series = [("lookups.png", "share of the lookups issued",
                ["lookup_success", "lookup_wrong", "lookup_lost"] if one else ["lookup_success"]),
@@ -685,6 +733,10 @@ def _back(n: dict) -> str:
 
 def _returning(p: PastryTimedParams) -> str:
     """Who comes back or joins, in words."""
+    if p.session == "trace":
+        return ("who is up when is the trace's: a node with a session under way at 0 is a member, a node "
+                "first seen later joins by Pastry's join, in time, and a node's later sessions are returns "
+                "with the state it had")
     if p.arrivals == "steady":
         back = (f"after a share {p.recover_share:g} of the departures the node comes back after a downtime "
                 f"of mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; " if p.recover_share
@@ -721,7 +773,7 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
     t, rep, sweep, notes = (outcome.tables["timeline"], outcome.tables["repairs"], outcome.tables["sweep"],
                             outcome.notes)
     shape = {"weibull": f", shape {p.weibull_shape:g}",
-             "pareto": f", shape {p.pareto_shape:g}"}.get(p.session, "")
+             "pareto": f", shape {p.pareto_shape:g}", "trace": f" ({p.trace})"}.get(p.session, "")
     checked = ("The sequential reference simulation gave the same lookups, detections, repairs and message "
                "counts at every point." if notes["checked"] else
                "Not checked against the sequential reference (check = false).")
