@@ -233,9 +233,9 @@ def _replayed(p: PastryTimedParams) -> Departures:
 
 
 def trace_mean_s(p: PastryTimedParams) -> float:
-    """The trace's mean session (s), over all its sessions: what labels a point run on it."""
+    """The trace's mean session (s, to the ms), over all its sessions: what labels a point run on it."""
     t = read_trace(p.trace)
-    return float((t.end_s - t.start_s).mean())
+    return round(float((t.end_s - t.start_s).mean()), 3)
 
 
 def _sessions(p: PastryTimedParams, law: SessionLaw, ends: np.ndarray, graceful: np.ndarray,
