@@ -7,7 +7,7 @@ Runs each job on conf/tiny/<job>.toml once per setting, all jobs of a setting in
 `spark-submit` (bench/one_driver.py), then compares every table (CSV bytes, Parquet rows;
 timings.csv aside) against the first setting. Settings:
 
-- ref: local[2], 2 shuffle partitions (the test suite's layout);
+- ref: local[2], 2 shuffle partitions;
 - local1: local[1], 3 shuffle partitions, `partitions = 3` for jobs that have the key;
 - local2: local[2], 8 shuffle partitions (run.sh's default SCRIBE_SHUFFLE_PARTITIONS);
 - standalone: the local standalone cluster (`./run.sh cluster start` on a free port, 2 workers

@@ -2,7 +2,7 @@
 
 One `spark-submit` (local[1], 3 shuffle partitions, `partitions = 3` where a job has the key,
 Spark's defaults otherwise) runs the jobs of `helpers.OTHER_LAYOUT_JOBS` on conf/tiny; the
-in-process runs of the `tiny` fixture (local[2], 2 shuffle partitions, no whole-stage codegen) are
+in-process runs of the `tiny` fixture (local[2], 1 shuffle partition, no whole-stage codegen) are
 the reference. The other driver starts with the suite's first test (conftest's `other_layout`), or
 with this test under pytest-xdist.
 bench/determinism.py extends this to every job and the standalone cluster (figures in
