@@ -294,6 +294,22 @@ def _require(ok: bool, key: str, reason: str, value: Any) -> None:
         raise ConfigError(f"key '{key}': {reason} (got {value!r})")
 
 
+def _checked_trace(path: str, nodes: int) -> Any:
+    """The session trace `path` names (a DataFrame), read and checked: a file, well formed, with `nodes`
+    sessions under way at time 0 (the members a run replaying it starts with); one line naming the key
+    otherwise."""
+    _require(bool(path), "trace", "must name a session trace file when session = 'trace'", path)
+    _require(is_file(path), "trace", "file not found", path)
+    try:
+        trace = sessions.read_trace(path)
+    except ValueError as e:
+        raise ConfigError(f"key 'trace': {e} ({path})") from None
+    online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
+    _require(online == nodes, "nodes", f"must equal the trace's sessions under way at time 0 ({online})",
+             nodes)
+    return trace
+
+
 def _require_partitions(partitions: int, nodes: int) -> None:
     """Check `partitions`: 0 (automatic) or a count no larger than the largest overlay."""
     _require(partitions <= nodes, "partitions", f"must be in 0..nodes ({nodes}; 0 = automatic)", partitions)
@@ -651,16 +667,7 @@ class ChurnParams(TopicWorkload, Replicas, AnyProximity):
 
     def validate_trace(self) -> None:
         """Check the trace file: readable, well formed, `nodes` sessions under way at time 0."""
-        _require(bool(self.trace), "trace", "must name a session trace file when session = 'trace'",
-                 self.trace)
-        _require(is_file(self.trace), "trace", "file not found", self.trace)
-        try:
-            trace = sessions.read_trace(self.trace)
-        except ValueError as e:
-            raise ConfigError(f"key 'trace': {e} ({self.trace})") from None
-        online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
-        _require(online == self.nodes, "nodes", f"must equal the trace's sessions under way at time 0 "
-                 f"({online})", self.nodes)
+        trace = _checked_trace(self.trace, self.nodes)
         least = 2 * (self.leaf_set + 2)
         for e, members in enumerate(sessions.members_by_epoch(trace, self.epochs, self.epoch_s)):
             _require(members >= least, "trace", f"leaves {members} nodes online in epoch {e}, fewer than "
@@ -802,16 +809,7 @@ class PastryTimedParams(AnyProximity):
     def validate_trace(self) -> None:
         """Check the trace file (readable, well formed, `nodes` sessions under way at time 0) and the knobs a
         trace replaces."""
-        _require(bool(self.trace), "trace", "must name a session trace file when session = 'trace'",
-                 self.trace)
-        _require(is_file(self.trace), "trace", "file not found", self.trace)
-        try:
-            trace = sessions.read_trace(self.trace)
-        except ValueError as e:
-            raise ConfigError(f"key 'trace': {e} ({self.trace})") from None
-        online = int(((trace.start_s <= 0) & (trace.end_s > 0)).sum())
-        _require(online == self.nodes, "nodes", f"must equal the trace's sessions under way at time 0 "
-                 f"({online})", self.nodes)
+        _checked_trace(self.trace, self.nodes)
         _require(self.start == "all_up", "start", "must be all_up with a trace (the trace says who is up "
                  "at time 0)", self.start)
         _require(self.arrivals == "none", "arrivals", "must be none with a trace (the trace says who joins "
