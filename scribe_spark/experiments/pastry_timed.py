@@ -117,19 +117,21 @@ class Departures:
         """The nodes down from before the start (gone at -inf: a steady start, or newcomers), sorted."""
         return np.unique(self.spans.node[self.spans.down == -np.inf].to_numpy(np.int64))
 
+    def _ups(self, joins: bool) -> np.ndarray:
+        """When nodes come up, in no order: newcomers' joins (their first returns), or the other returns."""
+        s = self.spans
+        first = (s.down == -np.inf) & np.isin(s.node, self.newcomers)
+        return s.up[np.isfinite(s.up) & (first if joins else ~first)].to_numpy(np.float64)
+
     @property
     def arrivals(self) -> np.ndarray:
         """When newcomers join (their first returns), in no order."""
-        s = self.spans
-        first = s[(s.down == -np.inf) & np.isin(s.node, self.newcomers)]
-        return first.up[np.isfinite(first.up)].to_numpy(np.float64)
+        return self._ups(joins=True)
 
     @property
     def back(self) -> np.ndarray:
         """When nodes come back (returns, not joins), in no order."""
-        s = self.spans
-        back = np.isfinite(s.up) & ~((s.down == -np.inf) & np.isin(s.node, self.newcomers))
-        return s.up[back].to_numpy(np.float64)
+        return self._ups(joins=False)
 
     @property
     def within(self) -> pd.DataFrame:

@@ -675,10 +675,7 @@ class _Wire:
 
     def new(self, nodes: np.ndarray) -> np.ndarray:
         """Which of the nodes are newcomers."""
-        if self.newcomers is None:
-            return np.zeros(len(nodes), bool)
-        at = np.minimum(np.searchsorted(self.newcomers, nodes), len(self.newcomers) - 1)
-        return self.newcomers[at] == nodes
+        return _within(nodes, np.zeros(0, np.int64) if self.newcomers is None else self.newcomers)
 
 
 def _fold_nodes(wire: _Wire, events: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -800,9 +797,7 @@ class _Node:
                 self._take_in(other)
             return True
         if kind == tj.TAKE_IN:   # a newcomer's word: it is alive, and asks for a place in the table
-            known = other in self.dead
-            self.dead.pop(other, None)
-            self.heard[other] = self.t
+            known = self._hear(other)
             return self._take_in(other) or known
         if kind == tj.BUILT:
             return self._built(members)
@@ -921,10 +916,16 @@ class _Node:
         cols = 1 << self.ring.b
         return max(len(self.table), -(-(max(self.fills, default=-1) + 1) // cols) * cols)
 
-    def _welcome(self, v: int) -> bool:
-        """v says it is back: no longer dead to this node, and in its leaf set if among the nearest."""
+    def _hear(self, v: int) -> bool:
+        """v says it is alive: no longer dead to this node (whether it was, returned), heard from now."""
+        known = v in self.dead
         self.dead.pop(v, None)
         self.heard[v] = self.t
+        return known
+
+    def _welcome(self, v: int) -> bool:
+        """v says it is back: no longer dead to this node, and in its leaf set if among the nearest."""
+        self._hear(v)
         self._take((set(self.pred).union(self.succ) | {v}) - {self.x} - self.dead.keys())
         return True
 
@@ -1335,13 +1336,10 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame, joins: bool =
     # the neighbourhood set only where the rule needs them, when that entry is -1
     none = F.array().cast(NODES)
     dead = F.coalesce("dead", none)
-    fills = _fills()
     entry = _entry_at(F.col("slot"), "rt", ctx.returns)
     entry = F.when(F.array_contains(dead, entry) | F.array_contains("avoid", entry), -1).otherwise(entry)
     back = ctx.returns
-    table = (_whole_table(ctx, back) if ctx.newcomers is not None   # a table a newcomer entered may grow
-             else F.transform("rt", lambda e, i: F.coalesce(F.try_element_at(fills, i),
-                                                            _remembered(e, back))))
+    table = _whole_table(ctx, back)
     forgot = F.coalesce("forgot", none)
     nbr = F.filter("nbr", lambda v: ~F.array_contains(forgot, v)) if back else F.col("nbr")
     current = [_state_hash().alias("state"), F.coalesce("vleaf", "leaf").alias("vleaf"),

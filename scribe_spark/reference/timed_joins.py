@@ -210,9 +210,7 @@ class Joins:
         routing table where it fits (not into its leaf set: y is no member of x's, and a side of y's short
         of a member would take x in from however far off)."""
         if self.alive[y]:
-            node = self.nodes[y]
-            node.known_dead.discard(x)
-            node.heard[x] = t
+            self.hear(y, x, t)
             self.take_in(y, x)
 
     def take_in(self, y: int, x: int) -> None:

@@ -394,10 +394,15 @@ class TimedPastry(Joins):
     def _welcome(self, m: int, x: int, t: float) -> None:
         """m hears from x that it is back: x is no longer dead to m (nor declared failed for a request
         sent before), and joins m's leaf set if among the L/2 nearest."""
+        node = self.hear(m, x, t)
+        node.pred, node.succ = self.nearest_sides(m, (set(node.leaf) | {x}) - {m} - node.known_dead)
+
+    def hear(self, m: int, x: int, t: float) -> _Node:
+        """m hears from x at t that it is alive: x is no longer dead to m, and heard from now; m's node."""
         node = self.nodes[m]
         node.known_dead.discard(x)
         node.heard[x] = t
-        node.pred, node.succ = self.nearest_sides(m, (set(node.leaf) | {x}) - {m} - node.known_dead)
+        return node
 
     def _announce(self, t: float, x: int) -> None:
         """A recovered x tells the members of its leaf set it has not told yet that it is back."""
