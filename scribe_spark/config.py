@@ -755,6 +755,15 @@ class PastryTimedParams(AnyProximity):
     lookups_per_node_s: float = knob(0.01, "lookups of random keys issued per node and second (a Poisson "
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)
+    topics: int = count(0, "Scribe topics (0: none): each has `subscribers` subscribers among the nodes up "
+                           "at the start, whose tree is built on the overlay at the start; their events "
+                           "are routed to the root by Pastry in time and go down the tree at the link "
+                           "delays", lo=0, hi=100_000)
+    subscribers: int = count(10, "subscribers of each topic (topics > 0), drawn among the nodes up at the "
+                                 "start")
+    publications_per_topic_s: float = knob(0.1, "events published per topic and second (a Poisson process; "
+                                                "each by a random node, none if that node is down)",
+                                           unit="1/s", lo=0.0, hi=1000.0)
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",
                                           lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)
@@ -801,6 +810,8 @@ class PastryTimedParams(AnyProximity):
                  f"with recover_share > 0, must leave mean_session_s + mean_downtime_s >= duration_s / 1,000 "
                  f"(at most 1,000 sessions per node on average; now {min(self.mean_session_s):g} s + "
                  f"{self.mean_downtime_s:g} s)", self.mean_downtime_s)
+        _require(self.subscribers <= self.nodes, "subscribers", f"must be at most nodes ({self.nodes})",
+                 self.subscribers)
         trip = 2 * (max_delay_ms(self) + self.hop_ms)
         _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",
                  f"must exceed every round trip ({trip:.0f} ms at most under the {self.proximity} model): "
@@ -828,4 +839,7 @@ class PastryTimedParams(AnyProximity):
 
     def needs(self) -> list[tuple[Any, int, str]]:
         lookups = int(self.lookups_per_node_s * self.nodes * self.duration_s)
-        return self.overlay_needs() + [("lookups_per_node_s", lookups * 200, f"{lookups:,} lookups")]
+        events = int(self.publications_per_topic_s * self.topics * self.duration_s)
+        return self.overlay_needs() + [("lookups_per_node_s", lookups * 200, f"{lookups:,} lookups"),
+                                       ("publications_per_topic_s", events * 200 * (1 + self.subscribers),
+                                        f"{events:,} events")]

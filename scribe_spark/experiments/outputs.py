@@ -329,7 +329,12 @@ PASTRY_TIMED = {t.name: t for t in (
           ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the six above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
-                                                  "notes) per live node and second")),
+                                                  "notes) per live node and second"),
+          ("publications", "", "events published in the bin (by a live node; topics > 0)"),
+          ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
+                                            "subscribers up at its publication), the share made before the "
+                                            "end"),
+          ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
                      "end); a declaration counts for the node's last departure at or before it",
@@ -369,7 +374,12 @@ PASTRY_TIMED = {t.name: t for t in (
           ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "
-                                               "held it (crashes repaired before the end)")),
+                                               "held it (crashes repaired before the end)"),
+          ("publications", "", "events published (by a live node; topics > 0)"),
+          ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
+                                            "subscribers up at its publication), the share made before the "
+                                            "end"),
+          ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made")),
 )}
 
 TNO_TIMESTAMP_SIZE = {t.name: t for t in (

@@ -35,6 +35,7 @@ import pandas as pd
 from scribe_spark import ids
 from scribe_spark import report as plots
 from scribe_spark.config import PastryTimedParams
+from scribe_spark.experiments import timed_events
 from scribe_spark.experiments.outputs import Outcome
 from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import timed
@@ -390,43 +391,91 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Poin
     """One sweep point: simulate, check against the reference, and tabulate."""
     t0 = time.time()
     gone, lookups = workload(p, at.mean_session_s)
+    events = timed_events.workload(p, gone.absent)
     n = gone.counts()
     back = f", {n['returns']} come back" if n["returns"] else ""
     away = f"{n['absent']} of {p.nodes} down at the start; " if n.get("absent") else ""
     new = f", {n['arrivals']} newcomers join" if "arrivals" in n else ""
     run.log(f"{at.label}: {away}within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
-            f"{back}{new}; {len(lookups):,} lookups")
-    got = timed.simulate(starts.of(gone.absent), gone.crashes, lookups, timers(p, at), 1000.0 * p.duration_s,
-                         seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns,
-                         newcomers=gone.newcomers)
+            f"{back}{new}; {len(lookups):,} lookups"
+            + (f", {len(events.published):,} events" if events is not None else ""))
+    overlay = starts.of(gone.absent)
+    got = timed.simulate(overlay, gone.crashes, timed_events.routed(lookups, events), timers(p, at),
+                         1000.0 * p.duration_s, seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves,
+                         recoveries=gone.returns, newcomers=gone.newcomers)
     if got.joined is not None:
         run.log(f"{at.label}: {len(got.joined):,} newcomers built their state, {len(got.joins_lost):,} "
                 f"JOINs tried again")
     run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
             f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
             f"{len(got.table_repairs):,} table entries refilled")
+    whole, got = got, replace(got, lookups=got.lookups.iloc[:len(lookups)])   # the lookups' own routes
+    scribe = _events(p, at, run, overlay, gone, events, whole, len(lookups))
     if p.check:
-        _check(p, at, run, ring, gone, lookups, got)
+        _check(p, at, run, ring, gone, timed_events.routed(lookups, events), whole, events, scribe)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
-    line, rep = timeline(p, ring, gone, lookups, got), repairs(gone, got)
+    per_event = None if scribe is None else scribe[1]
+    line, rep = timeline(p, ring, gone, lookups, got, per_event), repairs(gone, got)
     notes = {**keys, **gone.counts(), "lookups": len(lookups), "passes": got.passes,
-             "messages": dict(got.messages)}
+             "messages": dict(got.messages), **_reached(per_event)}
     return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
             "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
-            "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep)}]),
+            "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep, per_event)}]),
             "notes": notes}
 
 
-def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, lookups: pd.DataFrame,
-           got: timed.TimedRun) -> None:
+def _events(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures,
+            events: timed_events.Events | None, got: timed.TimedRun,
+            lookups: int) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The events' copies down the trees (event, node, t) and, per event issued, what it reached (None: no
+    topics)."""
+    if events is None:
+        return None
+    t0 = time.time()
+    done = timed_events.ends(got, lookups)
+    copies = timed_events.delivered(overlay, events, done, gone.spans, p.hop_ms, 1000.0 * p.duration_s)
+    rows = timed_events.per_event(events, done, _downs(gone), copies)
+    n = _reached(rows)
+    run.log(f"{at.label}: {n['events']:,} events issued reached {n['reached']:,} of the {n['expected']:,} "
+            f"deliveries to subscribers up at their issue ({time.time() - t0:.1f}s)")
+    return copies, rows
+
+
+def _downs(gone: Departures) -> timed.Downs:
+    """When each node is down, as the timed run has it."""
+    return timed.Downs.spans(list(gone.spans[["node", "down", "up", "graceful"]].itertuples(index=False,
+                                                                                           name=None)))
+
+
+def _reached(rows: pd.DataFrame | None) -> dict[str, int]:
+    """The events issued, and the deliveries expected and made (empty: no topics)."""
+    if rows is None:
+        return {}
+    return {"events": len(rows), "expected": int(rows.expected.sum()), "reached": int(rows.reached.sum())}
+
+
+def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, routed: pd.DataFrame,
+           got: timed.TimedRun, events: timed_events.Events | None = None,
+           scribe: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     t0 = time.time()
-    differ = reference_differences(ring, timers(p, at), p.seed, gone, lookups, 1000.0 * p.duration_s,
-                                   1000.0 * p.bin_s, got)
+    until = 1000.0 * p.duration_s
+    sim = reference_pastry(ring, timers(p, at), p.seed, gone)
+    start = {x: sim.node_state(x)[:3] for x in range(ring.n)}   # before the run: the converged states
+    ref = reference_result(sim, gone, routed, until)
+    differ = _differences(got, ref, 1000.0 * p.bin_s)
+    if events is not None and scribe is not None:
+        first = len(routed) - len(events.published)   # the events' routes follow the lookups'
+        theirs = timed_events.reference_copies(ring, start, events, ref.lookups, first,
+                                               list(gone.spans.itertuples(index=False, name=None)), p.hop_ms,
+                                               until)
+        if not scribe[0].equals(theirs):
+            differ.append("event deliveries")
     if differ:
         raise RuntimeError(f"{at.label}: the sequential reference differs from the Spark run in: "
                            f"{', '.join(differ)}")
-    run.log(f"{at.label}: the sequential reference gives the same lookups, detections, repairs and messages "
+    what = "lookups, detections, repairs" + (", events" if events is not None else "")
+    run.log(f"{at.label}: the sequential reference gives the same {what} and messages "
             f"({time.time() - t0:.1f}s)")
 
 
@@ -443,19 +492,30 @@ def reference_run(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, loo
                   until: float, newcomers: set[int] | None = None):
     """The sequential reference's run on a Spark run's inputs: the ring's links, the seed's keep-alive
     phases, the departures and returns, the lookups, the newcomers."""
+    return reference_result(reference_pastry(ring, tm, seed, gone), gone, lookups, until, newcomers)
+
+
+def reference_pastry(ring: Ring, tm: timed.Timers, seed: int, gone: Departures):
+    """The sequential reference on a Spark run's ring (its links), timers, keep-alive phases (the seed's) and
+    nodes absent from the start, before it runs."""
     from scribe_spark.reference.timed_pastry import TimedParams, TimedPastry
 
     def link(u: int, v: int) -> float:
         return float(ring.prox.dist([u], [v])[0])
     phase = timed.keepalive_phase(np.arange(ring.n), seed, tm.keepalive_ms)
-    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
-    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
     params = TimedParams(keepalive_ms=tm.keepalive_ms, failure_timeout_ms=tm.failure_timeout_ms,
                          rto_ms=tm.rto_ms, proc_ms=tm.proc_ms, lookup_timeout_ms=tm.lookup_timeout_ms,
                          table_repair=tm.table_repair)
+    return TimedPastry(ring, link, params, phase, gone.absent)
+
+
+def reference_result(sim, gone: Departures, lookups: pd.DataFrame, until: float,
+                     newcomers: set[int] | None = None):
+    """The reference `sim`'s run of the departures and returns, the lookups and the newcomers."""
+    keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
+    asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
     joining = set(gone.newcomers.tolist()) | (newcomers or set())
-    return TimedPastry(ring, link, params, phase, gone.absent).run(gone.crashes, asked, until, gone.leaves,
-                                                                   gone.returns, joining)
+    return sim.run(gone.crashes, asked, until, gone.leaves, gone.returns, joining)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
@@ -492,8 +552,9 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
 
 
 def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame,
-             got: timed.TimedRun) -> pd.DataFrame:
-    """One row per bin: members, the lookups issued in it by outcome, and the messages sent in it."""
+             got: timed.TimedRun, per_event: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per bin: members, the lookups issued in it by outcome, the messages sent in it, and the
+    events published in it (`per_event`, of `timed_events`; None: no topics) and how they fared."""
     width, until = 1000.0 * p.bin_s, 1000.0 * p.duration_s
     starts = got.maintenance.t_ms.to_numpy(np.float64)
     ends = np.minimum(starts + width, until)
@@ -513,7 +574,8 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     sent = _bytes(got.maintenance, p)
     rows["maintenance_bytes_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                      where=alive_s > 0)
-    return rows
+    n = len(starts)
+    return rows.join(timed_events.none(n) if per_event is None else timed_events.bins(per_event, width, n))
 
 
 def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
@@ -556,7 +618,7 @@ def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tu
 
 
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
-              rep: pd.DataFrame) -> dict:
+              rep: pd.DataFrame, per_event: pd.DataFrame | None = None) -> dict:
     """A sweep point from `warmup_s` to the end: the departures in that time (and how many of them a return
     followed), the lookups issued in it, its maintenance per node and second of node life, its crashes'
     delays (NaN rates if no node lives in it)."""
@@ -577,7 +639,18 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
             "maintenance_bytes_per_node_s": (float(_bytes(bins, p).sum()) / alive_s if alive_s > 0
                                              else math.nan),
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
-            "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean()}
+            "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean(),
+            **_events_window(per_event, width, first)}
+
+
+def _events_window(per_event: pd.DataFrame | None, width: float, first: int) -> dict:
+    """The events published from bin `first` on, as one bin (`timed_events.bins`)."""
+    if per_event is None:
+        row = timed_events.none(1)
+    else:
+        late = per_event.t_issue.to_numpy(np.float64) // width >= first
+        row = timed_events.bins(per_event[late], math.inf, 1)
+    return {c: (int if c == "publications" else float)(row[c].iat[0]) for c in row.columns}
 
 
 def _lived(n: int, gone: Departures, until: float, since: float = 0.0) -> float:
@@ -664,6 +737,8 @@ def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
               ("maintenance.png", "messages per node per second",
                [f"{name}_msgs_per_node_s" for name in (*KINDS, "maintenance")] if one else
                ["maintenance_msgs_per_node_s"])]
+    if p.topics:
+        series.append(("events.png", "share of the deliveries owed", ["event_delivery_ratio"]))
     for png, ylabel, cols in series:
         with plots.figure(run.path(png), title, "time (s)", ylabel) as ax:
             for key, rows in t.groupby(KEYS, sort=False):
@@ -722,8 +797,11 @@ def _delays(rep: pd.DataFrame) -> pd.DataFrame:
 def _point_line(n: dict) -> str:
     """A sweep point's line of the summary: its departures, passes and messages."""
     sent = ", ".join(f"{k} {v:,}" for k, v in sorted(n["messages"].items()))
+    events = (f"; {n['events']:,} events reached {n['reached']:,} of the {n['expected']:,} subscribers up at "
+              "their publication" if "events" in n else "")
     return (f"\n- {n['mean_session_s']:g} s sessions, keep-alive {n['keepalive_s']:g} s: "
-            f"{n['crashes']} crash, {n['leaves']} leave{_back(n)}; {n['passes']} passes; messages {sent}")
+            f"{n['crashes']} crash, {n['leaves']} leave{_back(n)}; {n['passes']} passes; messages {sent}"
+            f"{events}")
 
 
 def _back(n: dict) -> str:
@@ -756,6 +834,14 @@ def _returning(p: PastryTimedParams) -> str:
             f"mean {p.mean_downtime_s:g} s ({_law(p)}), for a new session; nobody joins{steady}")
 
 
+def _topics(p: PastryTimedParams) -> str:
+    """The Scribe workload, in words (nothing without topics)."""
+    if not p.topics:
+        return ""
+    return (f"; {p.topics} Scribe topics of {p.subscribers} subscribers each, {p.publications_per_topic_s:g} "
+            "events per topic per second, sent down the trees built at the start (not repaired)")
+
+
 def _law(p: PastryTimedParams) -> str:
     """The downtime law and its shape, in words."""
     if p.downtime == "weibull":
@@ -776,8 +862,9 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
                             outcome.notes)
     shape = {"weibull": f", shape {p.weibull_shape:g}",
              "pareto": f", shape {p.pareto_shape:g}", "trace": f" ({p.trace})"}.get(p.session, "")
-    checked = ("The sequential reference simulation gave the same lookups, detections, repairs and message "
-               "counts at every point." if notes["checked"] else
+    events = ", events' deliveries" if p.topics else ""
+    checked = (f"The sequential reference simulation gave the same lookups, detections, repairs{events} and "
+               "message counts at every point." if notes["checked"] else
                "Not checked against the sequential reference (check = false).")
     points = "".join(_point_line(n) for n in notes["points"])
     run.path("summary.md").write_text(
@@ -785,8 +872,8 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
         f"{p.duration_s:g} simulated seconds; {p.session} sessions{shape}, a share {p.leave_share:g} of the "
         f"departures graceful leaves, the others crashes; {_returning(p)}. Failure timeout "
         f"{p.failure_timeout_s:g} s, retransmission timeout {p.rto_ms:g} ms, {p.hop_ms:g} ms per hop; "
-        f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s; seed "
-        f"{p.seed}. Routing-table entries that lookups find dead: "
+        f"{p.lookups_per_node_s:g} lookups per node per second, lost after {p.lookup_timeout_s:g} s"
+        f"{_topics(p)}; seed {p.seed}. Routing-table entries that lookups find dead: "
         f"{'refilled by asking their row' if p.table_repair == 'lazy' else 'left empty'}. Every point "
         "draws the same uniform numbers (sessions scaled by their mean, the same "
         f"lookups). {checked}\n\nPoints:{points}\n\n"

@@ -1,0 +1,155 @@
+"""pastry_timed's Scribe part: topics, their subscribers and events, the events' way down the trees, per bin.
+
+With `topics` > 0, each topic has `subscribers` subscribers drawn among the members up at the start, and
+its tree is the one Scribe builds on the overlay at the start. Events are published as a Poisson process
+by random members and routed to the topicId as the lookups are, in time, by the same run; the root starts
+each down its tree (`scribe.timed`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+
+from scribe_spark.config import PastryTimedParams
+from scribe_spark.pastry import timed
+from scribe_spark.pastry.kernels import Ring
+from scribe_spark.pastry.overlay import Overlay
+from scribe_spark.scribe import timed as scribe_timed
+from scribe_spark.scribe.topics import Topics
+from scribe_spark.scribe.trees import subscribe, subscriptions_frame
+from scribe_spark.spark.arrow import local_frame
+from scribe_spark.streams import Purpose, stream
+from scribe_spark.workloads.scribe_groups import named_topics
+
+DELIVERED = ("correct", "wrong")   # a route that ended at a node (the root, or another: then lost)
+
+
+@dataclass(frozen=True)
+class Events:
+    """A run's topics, subscriptions (topic, node) and events (t_issue, src, key_hi, key_lo, topic)."""
+
+    topics: Topics
+    subscribers: pd.DataFrame
+    published: pd.DataFrame
+
+
+def workload(p: PastryTimedParams, absent: np.ndarray) -> Events | None:
+    """The topics, their subscribers among the members up at the start, and the events (None: no topics)."""
+    if not p.topics:
+        return None
+    topics = named_topics(p)
+    present = np.setdiff1d(np.arange(p.nodes, dtype=np.int64), absent)
+    k = min(p.subscribers, len(present))
+    rng = stream(p.seed, Purpose.SUBSCRIPTIONS, p.nodes)
+    subs = pd.DataFrame({"topic": np.repeat(np.arange(p.topics, dtype=np.int64), k),
+                         "node": np.concatenate([np.sort(rng.choice(present, k, replace=False))
+                                                 for _ in range(p.topics)])})
+    rng = stream(p.seed, Purpose.PUBLICATIONS, p.nodes)
+    count = int(rng.poisson(p.publications_per_topic_s * p.topics * p.duration_s))
+    topic = rng.integers(0, p.topics, count)
+    published = pd.DataFrame({"t_issue": np.sort(rng.uniform(0.0, 1000.0 * p.duration_s, count)),
+                              "src": rng.integers(0, p.nodes, count), "key_hi": topics.hi[topic],
+                              "key_lo": topics.lo[topic], "topic": topic})
+    return Events(topics, subs, published)
+
+
+def routed(lookups: pd.DataFrame, events: Events | None) -> pd.DataFrame:
+    """What the timed run routes: the lookups, then the events (to their topicIds)."""
+    if events is None:
+        return lookups
+    return pd.concat([lookups, events.published[lookups.columns]], ignore_index=True)
+
+
+def ends(got: timed.TimedRun, lookups: int) -> pd.DataFrame:
+    """The events' routes' ends, from the run of `routed` (event: numbered from 0)."""
+    done = got.lookups.iloc[lookups:].reset_index(drop=True)
+    return done.assign(event=np.arange(len(done), dtype=np.int64))
+
+
+def first_goings(gone_spans: pd.DataFrame) -> pd.DataFrame:
+    """(node, t_gone): when each node that went down within the run first did."""
+    within = gone_spans[np.isfinite(gone_spans.down)]
+    return within.groupby("node", as_index=False).down.min().rename(columns={"down": "t_gone"})
+
+
+def delivered(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, hop_ms: float,
+              until_ms: float) -> pd.DataFrame:
+    """Every copy of the events that reached a node still in its tree: (event, node, t), by event, node."""
+    spark = overlay.state.sparkSession
+    subs = events.subscribers
+    trees = subscribe(overlay, events.topics, subscriptions_frame(spark, subs.topic, subs.node))
+    ended = done[done.outcome.isin(DELIVERED)]
+    at_root = pd.DataFrame({"event": ended.event.to_numpy(np.int64),
+                            "topic": events.published.topic.to_numpy(np.int64)[ended.event.to_numpy()],
+                            "node": ended.dest.to_numpy(np.int64), "t": ended.t_done.to_numpy(np.float64)})
+    frames: list[DataFrame] = [trees.edges, trees.members, trees.roots]
+    try:
+        copies = scribe_timed.deliver(
+            overlay, trees, local_frame(spark, at_root, "event long, topic long, node long, t double"),
+            local_frame(spark, first_goings(gone_spans), "node long, t_gone double"), hop_ms, until_ms)
+        out = copies.select("event", "node", "t").toPandas()
+    finally:
+        for frame in frames:
+            frame.unpersist()
+    return out.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
+
+
+def per_event(events: Events, done: pd.DataFrame, downs: timed.Downs, copies: pd.DataFrame) -> pd.DataFrame:
+    """Per event issued (by a live node): t_issue, expected (its topic's subscribers up at its issue),
+    reached (of those, how many it reached) and their summed latency (ms)."""
+    pub = events.published.assign(event=np.arange(len(events.published)))[done.outcome != "not_issued"]
+    want = pub[["event", "topic", "t_issue"]].merge(events.subscribers, on="topic")
+    want = want[~downs.is_down(want.node.to_numpy(np.int64), want.t_issue.to_numpy(np.float64))]
+    got = want.merge(copies, on=["event", "node"])
+    out = pub[["event", "t_issue"]].set_index("event")
+    out["expected"] = want.groupby("event").size().reindex(out.index, fill_value=0)
+    out["reached"] = got.groupby("event").size().reindex(out.index, fill_value=0)
+    out["latency_ms"] = (got.t - got.t_issue).groupby(got.event).sum().reindex(out.index, fill_value=0.0)
+    return out.reset_index()
+
+
+def bins(rows: pd.DataFrame, width: float, n: int) -> pd.DataFrame:
+    """Per bin of issue time: events published, the share of the expected deliveries made, mean latency."""
+    at = np.minimum((rows.t_issue.to_numpy(np.float64) // width).astype(int), n - 1)
+    by = rows.assign(bin=at).groupby("bin")
+    sums = by[["expected", "reached", "latency_ms"]].sum().reindex(np.arange(n), fill_value=0)
+    count = by.size().reindex(np.arange(n), fill_value=0)
+    return pd.DataFrame({"publications": count.to_numpy(np.int64),
+                         "event_delivery_ratio": _ratio(sums.reached, sums.expected),
+                         "event_latency_ms_mean": _ratio(sums.latency_ms, sums.reached)})
+
+
+def none(n: int) -> pd.DataFrame:
+    """The columns of `bins` for a run without topics."""
+    return pd.DataFrame({"publications": np.zeros(n, np.int64), "event_delivery_ratio": np.full(n, math.nan),
+                         "event_latency_ms_mean": np.full(n, math.nan)})
+
+
+def _ratio(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """a / b, NaN where b is 0."""
+    a, b = a.to_numpy(np.float64), b.to_numpy(np.float64)
+    return np.divide(a, b, out=np.full(len(a), math.nan), where=b > 0)
+
+
+def reference_copies(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
+                     ref_lookups: list[dict], lookups: int, spans: list[tuple[int, float, float, bool]],
+                     hop_ms: float, until_ms: float) -> pd.DataFrame:
+    """The sequential reference's copies (event, node, t), from the nodes' `start` states and the reference
+    run's routes (`ref_lookups`, the events' after the `lookups` first)."""
+    from scribe_spark.reference import timed_events as ref
+    from scribe_spark.reference.sequential_scribe import SequentialScribe
+
+    scribe = SequentialScribe(ring, start, events.topics)
+    for topic, node in zip(events.subscribers.topic.tolist(), events.subscribers.node.tolist()):
+        scribe.subscribe(topic, node)
+    topic = events.published.topic.tolist()
+    starts = [(i, topic[i], r["dest"], r["t_done"]) for i, r in enumerate(ref_lookups[lookups:])
+              if r["outcome"] in DELIVERED]
+    reached = ref.deliver(scribe, starts, lambda u, v: float(ring.prox.dist([u], [v])[0]), hop_ms,
+                          ref.first_goings(spans), until_ms)
+    out = pd.DataFrame(reached, columns=["event", "node", "t"])
+    return out.sort_values(["event", "node"], kind="stable").reset_index(drop=True)

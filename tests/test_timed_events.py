@@ -1,0 +1,84 @@
+"""Scribe events in simulated time: superstep delivery down the trees against a sequential heap of copies."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from scribe_spark.pastry import overlay as ov
+from scribe_spark.reference import timed_events as ref
+from scribe_spark.reference.sequential_scribe import SequentialScribe
+from scribe_spark.scribe import timed as scribe_timed
+from scribe_spark.scribe import topics as tp
+from scribe_spark.scribe import trees as tr
+from scribe_spark.spark.arrow import local_frame
+from tests.helpers import small_ring
+
+
+def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_down(spark):
+    """On a 300-node overlay with 3 topics of 40 subscribers, events start at their roots (and one at a node
+    that is not its root) and go down the trees. A forwarder that went down before a copy arrives drops it
+    and its subtree's, one that goes down at the very time a copy arrives too, and so does the end of the
+    run; the Spark supersteps give the sequential reference's copies, to the last bit of their times."""
+    ring = small_ring(300, seed=4)
+    o = ov.build_overlay(spark, ring, seed=2)
+    topics = tp.create(["a", "b", "c"], ["x", "y", "z"], secret=1)
+    rng = np.random.default_rng(3)
+    sub_t = np.repeat(np.arange(3), 40)
+    sub_n = np.concatenate([rng.choice(300, 40, replace=False) for _ in range(3)])
+    trees = tr.subscribe(o, topics, tr.subscriptions_frame(spark, sub_t, sub_n))
+    try:
+        state = {r.id: (list(r.leaf), list(r.rt), list(r.nbr)) for r in o.state.collect()}
+        seq = SequentialScribe(ring, state, topics)
+        for t, v in zip(sub_t.tolist(), sub_n.tolist()):
+            seq.subscribe(t, v)
+        link = lambda u, v: float(ring.prox.dist([u], [v])[0])   # noqa: E731
+        # topic 0's busiest forwarder other than the root goes down at 20 s, between events 0 and 1 (a path
+        # down a tree takes under 10 s: a link is at most 1,415 ms on the plane); a child of topic 1's root
+        # goes down at the very time the root's copy of event 2 reaches it
+        fan = {k: len(c) for k, c in seq.children.items() if k[0] == 0 and k[1] != seq.roots[0]}
+        cut = max(sorted(fan), key=fan.get)[1]
+        root1 = seq.roots[1]
+        child = min(seq.children[(1, root1)] - {cut})
+        t2 = 30_000.0
+        tie = t2 + link(root1, child) + 1.0
+        gone = {cut: 20_000.0, child: tie}
+        starts = [(0, 0, seq.roots[0], 500.0), (1, 0, seq.roots[0], 25_000.0), (2, 1, root1, t2),
+                  (3, 2, seq.roots[2], 60_000.0), (4, 2, min(set(range(300)) - {seq.roots[2]}), 100.0)]
+        until = 60_000.0 + 3.0   # event 3 reaches its root and none of its children (every link > 2 ms)
+        want = pd.DataFrame(ref.deliver(seq, starts, link, 1.0, gone, until), columns=["event", "node", "t"])
+        at_root = local_frame(spark, pd.DataFrame(starts, columns=["event", "topic", "node", "t"]),
+                              "event long, topic long, node long, t double")
+        left = local_frame(spark, pd.DataFrame({"node": list(gone), "t_gone": list(gone.values())}),
+                           "node long, t_gone double")
+        got = scribe_timed.deliver(o, trees, at_root, left, 1.0, until).drop("topic").toPandas()
+    finally:
+        for frame in (trees.edges, trees.members, trees.roots):
+            frame.unpersist()
+        o.unpersist()
+    key = ["event", "node"]
+    assert got.sort_values(key).reset_index(drop=True).equals(want.sort_values(key).reset_index(drop=True))
+    n = want.groupby("event").size()
+    below = _subtree(seq, 0, cut)
+    assert n[0] == n[1] + len(below) and len(below) > 1      # before the crash, the whole tree; after, not
+    assert child not in set(want.node[want.event == 2]) and n[2] < _size(seq, 1)   # arrived as it went
+    assert n[3] == 1 and 4 not in set(want.event)           # the end of the run; a route that missed the root
+    t = want.set_index(key).t
+    for (topic, parent), kids in seq.children.items():      # each copy: its parent's time plus one link
+        for c in kids if topic == 0 else ():
+            if (0, parent) in t.index and (0, c) in t.index:
+                assert t[(0, c)] == t[(0, parent)] + link(parent, c) + 1.0
+
+
+def _subtree(seq: SequentialScribe, topic: int, node: int) -> set[int]:
+    """`node` and every node below it in the topic's tree."""
+    out, todo = set(), [node]
+    while todo:
+        v = todo.pop()
+        out.add(v)
+        todo.extend(seq.children.get((topic, v), ()))
+    return out
+
+
+def _size(seq: SequentialScribe, topic: int) -> int:
+    """The nodes of the topic's tree."""
+    return len(_subtree(seq, topic, seq.roots[topic]))
