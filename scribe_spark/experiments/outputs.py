@@ -284,6 +284,15 @@ CHURN = {t.name: t for t in (
           ("topics_lost", "", "topics lost so far (new root without the replicated state)")),
 )}
 
+def _timed_events(when: str) -> tuple[tuple[str, str, str], ...]:
+    """pastry_timed's columns of Scribe events (`when`: where they were published, in words)."""
+    return (("publications", "", f"events published {when}(by a live node; topics > 0)"),
+            ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
+                                              "subscribers up at its publication), the share made before the "
+                                              "end"),
+            ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made"))
+
+
 PASTRY_TIMED = {t.name: t for t in (
     table("timeline", "one row per sweep point and bin of bin_s simulated seconds: members, lookups issued "
                       "in the bin by outcome, and maintenance messages sent in it",
@@ -330,11 +339,7 @@ PASTRY_TIMED = {t.name: t for t in (
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second"),
-          ("publications", "", "events published in the bin (by a live node; topics > 0)"),
-          ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
-                                            "subscribers up at its publication), the share made before the "
-                                            "end"),
-          ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made")),
+          *_timed_events("in the bin ")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
                      "end); a declaration counts for the node's last departure at or before it",
@@ -375,11 +380,7 @@ PASTRY_TIMED = {t.name: t for t in (
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "
                                                "held it (crashes repaired before the end)"),
-          ("publications", "", "events published (by a live node; topics > 0)"),
-          ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
-                                            "subscribers up at its publication), the share made before the "
-                                            "end"),
-          ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made")),
+          *_timed_events("")),
 )}
 
 TNO_TIMESTAMP_SIZE = {t.name: t for t in (
