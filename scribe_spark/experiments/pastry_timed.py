@@ -110,7 +110,7 @@ class Departures:
 
     @property
     def in_time(self) -> pd.DataFrame:
-        """The rows by time, then node (`within`: without the absences from before the start)."""
+        """The rows by time, then node (`within` leaves out the absences from before the start)."""
         return self.spans.sort_values(["down", "node"], kind="stable").reset_index(drop=True)
 
     @property
@@ -188,9 +188,10 @@ def workload(p: PastryTimedParams, mean_session_s: float) -> tuple[Departures, p
     if p.start == "steady":
         ends, graceful, comes, up = _steady_start(p, mean_session_s, ends, graceful, comes, up)
     rows = _sessions(p, law, ends, graceful, comes, up)
-    pool = len(_candidates(p)[0])
+    candidates = _candidates(p)
+    pool = len(candidates[0])
     if pool:
-        rows = tuple(np.concatenate(c) for c in zip(rows, _arrivals(p, law, mean_session_s)))
+        rows = tuple(np.concatenate(c) for c in zip(rows, _arrivals(p, law, mean_session_s, *candidates)))
     gone = Departures.of(*rows, newcomers=p.nodes + np.arange(pool))
     return gone, _lookups(p, rng)
 
@@ -285,11 +286,11 @@ def ring_size(p: PastryTimedParams) -> int:
     return p.nodes + len(_candidates(p)[0])
 
 
-def _arrivals(p: PastryTimedParams, law: SessionLaw, mean_session_s: float) -> tuple[np.ndarray, ...]:
-    """The newcomers' rows: absent from the start, joining at their arrival (never, if this point's rate
-    leaves them out), then sessions from the law as the others', each ending in a crash or a leave and
-    maybe a return."""
-    t, draw = _candidates(p)
+def _arrivals(p: PastryTimedParams, law: SessionLaw, mean_session_s: float, t: np.ndarray,
+              draw: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The newcomers' rows: absent from the start, joining at their candidate arrival `t` (never, if this
+    point's rate leaves its `draw` out: `_candidates`), then sessions from the law as the others', each
+    ending in a crash or a leave and maybe a return."""
     m = len(t)
     joins = np.where(draw < min(p.mean_session_s) / mean_session_s, t, np.inf)
     rng = stream(p.seed, Purpose.ARRIVALS, p.nodes, 0)
