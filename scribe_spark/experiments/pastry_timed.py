@@ -427,25 +427,19 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Poin
 
 def _events(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures,
             events: timed_events.Events | None, got: timed.TimedRun,
-            lookups: int) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """The events' copies down the trees (event, node, t) and, per event issued, what it reached (None: no
-    topics)."""
+            lookups: int) -> tuple[pd.DataFrame | None, pd.DataFrame] | None:
+    """The events' copies down the trees (event, node, t; with `check` only) and, per event issued, what it
+    reached (None: no topics)."""
     if events is None:
         return None
     t0 = time.time()
     done = timed_events.ends(got, lookups)
-    copies = timed_events.delivered(overlay, events, done, gone.spans, p.hop_ms, 1000.0 * p.duration_s)
-    rows = timed_events.per_event(events, done, _downs(gone), copies)
+    rows, copies = timed_events.outcomes(overlay, events, done, gone.spans, p.hop_ms, 1000.0 * p.duration_s,
+                                         keep=p.check)
     n = _reached(rows)
     run.log(f"{at.label}: {n['events']:,} events issued reached {n['reached']:,} of the {n['expected']:,} "
             f"deliveries to subscribers up at their issue ({time.time() - t0:.1f}s)")
     return copies, rows
-
-
-def _downs(gone: Departures) -> timed.Downs:
-    """When each node is down, as the timed run has it."""
-    return timed.Downs.spans(list(gone.spans[["node", "down", "up", "graceful"]].itertuples(index=False,
-                                                                                           name=None)))
 
 
 def _reached(rows: pd.DataFrame | None) -> dict[str, int]:
@@ -457,7 +451,7 @@ def _reached(rows: pd.DataFrame | None) -> dict[str, int]:
 
 def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, routed: pd.DataFrame,
            got: timed.TimedRun, events: timed_events.Events | None = None,
-           scribe: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> None:
+           scribe: tuple[pd.DataFrame | None, pd.DataFrame] | None = None) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     t0 = time.time()
     until = 1000.0 * p.duration_s

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from scribe_spark.config import PastryTimedParams
 from scribe_spark.pastry import timed
@@ -26,6 +27,7 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.scribe_groups import named_topics
 
 DELIVERED = ("correct", "wrong")   # a route that ended at a node (the root, or another: then lost)
+LATENCY = "decimal(38, 12)"   # latencies summed exactly: up to 10^26 ms in all, to the picosecond
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,16 @@ def first_goings(gone_spans: pd.DataFrame) -> pd.DataFrame:
     return within.groupby("node", as_index=False).down.min().rename(columns={"down": "t_gone"})
 
 
-def delivered(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, hop_ms: float,
-              until_ms: float) -> pd.DataFrame:
-    """Every copy of the events that reached a node still in its tree: (event, node, t), by event, node."""
+def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, hop_ms: float,
+             until_ms: float, keep: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Per event issued (by a live node), by event: t_issue, expected (its topic's subscribers up at its
+    issue), reached (how many of those it reached) and their summed latency (ms); and, with `keep`, every
+    copy that reached a node still in its tree (event, node, t), by event and node (else None).
+
+    The copies stay in Spark: only a row per event (and the copies, for the check) comes to the driver."""
     spark = overlay.state.sparkSession
-    subs = events.subscribers
-    trees = subscribe(overlay, events.topics, subscriptions_frame(spark, subs.topic, subs.node))
+    subs = subscriptions_frame(spark, events.subscribers.topic, events.subscribers.node)
+    trees = subscribe(overlay, events.topics, subs)
     ended = done[done.outcome.isin(DELIVERED)]
     at_root = pd.DataFrame({"event": ended.event.to_numpy(np.int64),
                             "topic": events.published.topic.to_numpy(np.int64)[ended.event.to_numpy()],
@@ -90,26 +96,43 @@ def delivered(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: 
     try:
         copies = scribe_timed.deliver(
             overlay, trees, local_frame(spark, at_root, "event long, topic long, node long, t double"),
-            local_frame(spark, first_goings(gone_spans), "node long, t_gone double"), hop_ms, until_ms)
-        out = copies.select("event", "node", "t").toPandas()
+            local_frame(spark, first_goings(gone_spans), "node long, t_gone double"), hop_ms,
+            until_ms).localCheckpoint()
+        frames.append(copies)
+        rows = _per_event(spark, events, done, gone_spans, subs, copies)
+        kept = copies.select("event", "node", "t").toPandas() if keep else None
     finally:
         for frame in frames:
             frame.unpersist()
-    return out.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
+    if kept is not None:
+        kept = kept.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
+    return rows, kept
 
 
-def per_event(events: Events, done: pd.DataFrame, downs: timed.Downs, copies: pd.DataFrame) -> pd.DataFrame:
-    """Per event issued (by a live node): t_issue, expected (its topic's subscribers up at its issue),
-    reached (of those, how many it reached) and their summed latency (ms)."""
-    pub = events.published.assign(event=np.arange(len(events.published)))[done.outcome != "not_issued"]
-    want = pub[["event", "topic", "t_issue"]].merge(events.subscribers, on="topic")
-    want = want[~downs.is_down(want.node.to_numpy(np.int64), want.t_issue.to_numpy(np.float64))]
-    got = want.merge(copies, on=["event", "node"])
-    out = pub[["event", "t_issue"]].set_index("event")
-    out["expected"] = want.groupby("event").size().reindex(out.index, fill_value=0)
-    out["reached"] = got.groupby("event").size().reindex(out.index, fill_value=0)
-    out["latency_ms"] = (got.t - got.t_issue).groupby(got.event).sum().reindex(out.index, fill_value=0.0)
-    return out.reset_index()
+def _per_event(spark, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, subs: DataFrame,
+               copies: DataFrame) -> pd.DataFrame:
+    """`outcomes`' rows per event. A subscriber is down at t if one of its outages has down <= t < up (as
+    `timed.Downs`); latencies are summed as exact decimals, so that the sums do not depend on the order
+    Spark adds them in (the partitioning)."""
+    issued = np.flatnonzero(done.outcome.to_numpy() != "not_issued")
+    pub = pd.DataFrame({"event": issued.astype(np.int64),
+                        "topic": events.published.topic.to_numpy(np.int64)[issued],
+                        "t_issue": events.published.t_issue.to_numpy(np.float64)[issued]})
+    out = local_frame(spark, pub, "event long, topic long, t_issue double")
+    spans = F.broadcast(local_frame(spark, gone_spans[["node", "down", "up"]],
+                                    "node long, down double, up double").withColumnRenamed("node", "_v"))
+    t = F.col("t_issue")
+    down = (F.col("node") == F.col("_v")) & (F.col("down") <= t) & (t < F.col("up"))
+    owed = out.join(subs, "topic").join(spans, down, "left_anti")
+    late = (F.col("t") - t).cast(LATENCY)
+    got = owed.join(copies.select("event", "node", "t"), ["event", "node"]).groupBy("event").agg(
+        F.count("*").alias("reached"), F.sum(late).alias("latency"))
+    rows = (out.join(owed.groupBy("event").agg(F.count("*").alias("expected")), "event", "left")
+            .join(got, "event", "left")
+            .select("event", "t_issue", F.coalesce("expected", F.lit(0)).alias("expected"),
+                    F.coalesce("reached", F.lit(0)).alias("reached"),
+                    F.coalesce(F.col("latency").cast("double"), F.lit(0.0)).alias("latency_ms")))
+    return rows.toPandas().sort_values("event", kind="stable").reset_index(drop=True)
 
 
 def bins(rows: pd.DataFrame, width: float, n: int) -> pd.DataFrame:
