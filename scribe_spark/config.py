@@ -764,6 +764,12 @@ class PastryTimedParams(AnyProximity):
     publications_per_topic_s: float = knob(0.1, "events published per topic and second (a Poisson process; "
                                                 "each by a random node, none if that node is down)",
                                            unit="1/s", lo=0.0, hi=1000.0)
+    heartbeat_s: float = knob(30.0, "a Scribe parent sends each child a heartbeat this often, unless it "
+                                    "sent it an event since its last tick", unit="s", lo=0.0,
+                              hi=TIME_MAX_S, lo_open=True)
+    heartbeat_timeout_s: float = knob(60.0, "a child that hears nothing from its parent this long declares "
+                                            "it dead (at least 2 heartbeat_s: an event spares the next "
+                                            "heartbeat)", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",
                                           lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)
@@ -812,6 +818,12 @@ class PastryTimedParams(AnyProximity):
                  f"{self.mean_downtime_s:g} s)", self.mean_downtime_s)
         _require(self.subscribers <= self.nodes, "subscribers", f"must be at most nodes ({self.nodes})",
                  self.subscribers)
+        beat = 1000.0 * self.heartbeat_s + max_delay_ms(self) + self.hop_ms
+        twice = self.heartbeat_timeout_s >= 2 * self.heartbeat_s
+        _require(twice and 1000.0 * self.heartbeat_timeout_s > beat, "heartbeat_timeout_s",
+                 "must be at least 2 heartbeat_s and exceed heartbeat_s plus the longest delay "
+                 f"({beat / 1000:.3f} s): a live parent is never declared dead",
+                 self.heartbeat_timeout_s)
         trip = 2 * (max_delay_ms(self) + self.hop_ms)
         _require(1000.0 * self.failure_timeout_s > trip, "failure_timeout_s",
                  f"must exceed every round trip ({trip:.0f} ms at most under the {self.proximity} model): "

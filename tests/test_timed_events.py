@@ -50,13 +50,31 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
                               "event long, topic long, node long, t double")
         left = local_frame(spark, pd.DataFrame({"node": list(gone), "t_gone": list(gone.values())}),
                            "node long, t_gone double")
-        got = scribe_timed.deliver(o, trees, at_root, left, 1.0, until).drop("topic").toPandas()
+        copies = scribe_timed.deliver(o, trees, at_root, left, 1.0, until).localCheckpoint()
+        got = copies.drop("topic").toPandas()
+        hb = scribe_timed.Heartbeats(3000.0, 6000.0, 5, 1.0, until, 10_000.0)
+        beats = scribe_timed.heartbeats(trees, copies, left, hb)
+        outs = scribe_timed.timeouts(o, trees, copies, left, hb)
+        copies.unpersist()
     finally:
         for frame in (trees.edges, trees.members, trees.roots):
             frame.unpersist()
         o.unpersist()
     key = ["event", "node"]
     assert got.sort_values(key).reset_index(drop=True).equals(want.sort_values(key).reset_index(drop=True))
+    # heartbeats and their timeouts in closed form: those the reference sends and times one by one
+    phase = lambda v: float(hb.phase(np.array([v]))[0])   # noqa: E731
+    sim = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase).run(starts)
+    assert sim.copies == ref.deliver(seq, starts, link, 1.0, gone, until)
+    at = np.minimum(np.asarray(sim.heartbeats) // 10_000.0, 6).astype(int)
+    assert beats.tolist() == np.bincount(at, minlength=7).tolist()
+    assert sorted(outs.itertuples(index=False, name=None)) == sorted(sim.detections)
+    quiet = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase).run([])
+    assert len(quiet.heartbeats) > len(sim.heartbeats)   # events spared some heartbeats
+    # the children of the nodes that went noticed within T_hbf of their parent's last message, nobody else
+    parents = {p for p in gone if any(seq.children[key] for key in seq.children if key[1] == p)}
+    assert {p for _t, p, _c, _t in sim.detections} == parents and cut in parents
+    assert all(gone[p] < t <= gone[p] + 1415.0 + 1.0 + 6000.0 for _t, p, _c, t in sim.detections)
     n = want.groupby("event").size()
     below = _subtree(seq, 0, cut)
     assert n[0] == n[1] + len(below) and len(below) > 1      # before the crash, the whole tree; after, not

@@ -335,7 +335,10 @@ PASTRY_TIMED = {t.name: t for t in (
                                           "hop), the replies of the nodes on the route, and the newcomers' "
                                           "notices to the nodes of their tables, per live node and second "
                                           "(their requests to be taken in count as rejoins)"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the six above) per live node "
+          ("heartbeat_msgs_per_node_s", "1/s", "Scribe heartbeats sent (topics > 0: a parent's to a child "
+                                               "it sent no event since its last tick), per live node and "
+                                               "second"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the seven above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second"),
@@ -358,7 +361,11 @@ PASTRY_TIMED = {t.name: t for t in (
                                               "declared it had merged a leaf-set reply after declaring it"),
           ("back_s", "s", "simulated time the node came back (empty: it did not); the columns above also "
                           "count the declarations made after it came back and before it next went, by "
-                          "nodes it had not told")),
+                          "nodes it had not told"),
+          ("orphans", "", "tree edges (topic, child) the node was the parent of when it went (topics > 0; "
+                          "its first departure only: it holds no tree after it)"),
+          ("orphans_noticed_after_s", "s", "time from the departure to the last heartbeat timeout among "
+                                           "those children (empty: none before the end)")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the run from warmup_s on "
                    "(the whole run by default): the departures in that time, the lookups issued in it, its "
                    "messages and node life",
@@ -374,8 +381,8 @@ PASTRY_TIMED = {t.name: t for t in (
           ("lookup_latency_ms_mean", "ms", "mean latency of the delivered lookups"),
           ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
           ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
-          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave, rejoin and "
-                                                 "join messages per live node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave, rejoin, join "
+                                                 "and heartbeat messages per live node and second"),
           ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "

@@ -41,6 +41,7 @@ from scribe_spark.experiments.run import Run
 from scribe_spark.pastry import timed
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import build_overlay
+from scribe_spark.scribe import timed as scribe_timed
 from scribe_spark.sessions import SessionLaw, Times, outages, read_trace
 from scribe_spark.spark.session import spark_session
 from scribe_spark.streams import Purpose, stream
@@ -58,6 +59,7 @@ OPTIONAL = (*timed.RECOVERY, *timed.JOINING)   # kinds a run without returns (or
 # the model's reply holds the whole state, of which Pastry sends that row); the others nothing more
 HANDLE_BYTES = 16 + 4 + 2
 HEADER_BYTES = 20 + 8 + 1 + HANDLE_BYTES
+TOPIC_BYTES = 16   # a Scribe heartbeat names its topic: a 128-bit topicId
 KEYS = ["mean_session_s", "keepalive_s"]   # a sweep point's columns in every table
 DELAYS = ("detected_after_s", "leaf_detected_after_s", "leaf_sets_repaired_after_s")   # repairs.csv
 # timeline.csv's columns that sweep.csv gives over its window (from warmup_s on)
@@ -415,43 +417,48 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Poin
     if p.check:
         _check(p, at, run, ring, gone, timed_events.routed(lookups, events), whole, events, scribe)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
-    per_event = None if scribe is None else scribe[1]
-    line, rep = timeline(p, ring, gone, lookups, got, per_event), repairs(gone, got)
+    line, rep = timeline(p, ring, gone, lookups, got, scribe), repairs(gone, got, scribe)
     notes = {**keys, **gone.counts(), "lookups": len(lookups), "passes": got.passes,
-             "messages": dict(got.messages), **_reached(per_event)}
+             "messages": dict(got.messages), **_reached(scribe)}
     return {"timeline": line.assign(**keys)[[*keys, *line.columns]],
             "repairs": rep.assign(**keys)[[*keys, *rep.columns]],
-            "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep, per_event)}]),
+            "sweep": pd.DataFrame([{**keys, **sweep_row(p, ring, gone, lookups, got, rep, scribe)}]),
             "notes": notes}
+
+
+def heartbeats(p: PastryTimedParams) -> scribe_timed.Heartbeats:
+    """The Scribe heartbeat timers of a run, in ms, with the run's end and bins."""
+    return scribe_timed.Heartbeats(1000.0 * p.heartbeat_s, 1000.0 * p.heartbeat_timeout_s, p.seed, p.hop_ms,
+                                   1000.0 * p.duration_s, 1000.0 * p.bin_s)
 
 
 def _events(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures,
             events: timed_events.Events | None, got: timed.TimedRun,
-            lookups: int) -> tuple[pd.DataFrame | None, pd.DataFrame] | None:
-    """The events' copies down the trees (event, node, t; with `check` only) and, per event issued, what it
-    reached (None: no topics)."""
+            lookups: int) -> timed_events.Outcomes | None:
+    """What the events and heartbeats did (None: no topics); the copies themselves kept with `check` only."""
     if events is None:
         return None
     t0 = time.time()
     done = timed_events.ends(got, lookups)
-    rows, copies = timed_events.outcomes(overlay, events, done, gone.spans, p.hop_ms, 1000.0 * p.duration_s,
-                                         keep=p.check)
-    n = _reached(rows)
+    out = timed_events.outcomes(overlay, events, done, gone.spans, heartbeats(p), keep=p.check)
+    n = _reached(out)
     run.log(f"{at.label}: {n['events']:,} events issued reached {n['reached']:,} of the {n['expected']:,} "
-            f"deliveries to subscribers up at their issue ({time.time() - t0:.1f}s)")
-    return copies, rows
+            f"deliveries to subscribers up at their issue; {int(out.heartbeats.sum()):,} heartbeats, "
+            f"{len(out.timeouts):,} parents declared dead by a child ({time.time() - t0:.1f}s)")
+    return out
 
 
-def _reached(rows: pd.DataFrame | None) -> dict[str, int]:
+def _reached(scribe: timed_events.Outcomes | None) -> dict[str, int]:
     """The events issued, and the deliveries expected and made (empty: no topics)."""
-    if rows is None:
+    if scribe is None:
         return {}
+    rows = scribe.per_event
     return {"events": len(rows), "expected": int(rows.expected.sum()), "reached": int(rows.reached.sum())}
 
 
 def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, routed: pd.DataFrame,
            got: timed.TimedRun, events: timed_events.Events | None = None,
-           scribe: tuple[pd.DataFrame | None, pd.DataFrame] | None = None) -> None:
+           scribe: timed_events.Outcomes | None = None) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     t0 = time.time()
     until = 1000.0 * p.duration_s
@@ -461,15 +468,17 @@ def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departur
     differ = _differences(got, ref, 1000.0 * p.bin_s)
     if events is not None and scribe is not None:
         first = len(routed) - len(events.published)   # the events' routes follow the lookups'
-        theirs = timed_events.reference_copies(ring, start, events, ref.lookups, first,
-                                               list(gone.spans.itertuples(index=False, name=None)), p.hop_ms,
-                                               until)
-        if not scribe[0].equals(theirs):
-            differ.append("event deliveries")
+        copies, beats, timeouts = timed_events.reference_outcomes(
+            ring, start, events, ref.lookups, first, list(gone.spans.itertuples(index=False, name=None)),
+            heartbeats(p))
+        differ += [name for name, same in (("event deliveries", scribe.copies.equals(copies)),
+                                           ("heartbeats per bin", np.array_equal(scribe.heartbeats, beats)),
+                                           ("heartbeat timeouts", scribe.timeouts.equals(timeouts)))
+                   if not same]
     if differ:
         raise RuntimeError(f"{at.label}: the sequential reference differs from the Spark run in: "
                            f"{', '.join(differ)}")
-    what = "lookups, detections, repairs" + (", events" if events is not None else "")
+    what = "lookups, detections, repairs" + (", events, heartbeats" if events is not None else "")
     run.log(f"{at.label}: the sequential reference gives the same {what} and messages "
             f"({time.time() - t0:.1f}s)")
 
@@ -547,9 +556,9 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
 
 
 def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame,
-             got: timed.TimedRun, per_event: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per bin: members, the lookups issued in it by outcome, the messages sent in it, and the
-    events published in it (`per_event`, of `timed_events`; None: no topics) and how they fared."""
+             got: timed.TimedRun, scribe: timed_events.Outcomes | None = None) -> pd.DataFrame:
+    """One row per bin: members, the lookups issued in it by outcome, the messages sent in it (heartbeats
+    among them), and the events published in it and how they fared (`scribe`; None: no topics)."""
     width, until = 1000.0 * p.bin_s, 1000.0 * p.duration_s
     starts = got.maintenance.t_ms.to_numpy(np.float64)
     ends = np.minimum(starts + width, until)
@@ -565,12 +574,17 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
         sent = _sent(got.maintenance, kinds).sum(axis=1).to_numpy(np.float64)
         rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                     where=alive_s > 0)   # no node alive: no rate
-    rows["maintenance_msgs_per_node_s"] = sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
-    sent = _bytes(got.maintenance, p)
+    n = len(starts)
+    beats = np.zeros(n, np.int64) if scribe is None else scribe.heartbeats
+    rows["heartbeat_msgs_per_node_s"] = np.divide(beats.astype(np.float64), alive_s, out=np.full(n, np.nan),
+                                                  where=alive_s > 0)
+    rows["maintenance_msgs_per_node_s"] = (sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
+                                           + rows.heartbeat_msgs_per_node_s)
+    sent = _bytes(got.maintenance, p) + beats * message_bytes("heartbeat", p.leaf_set)
     rows["maintenance_bytes_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
                                                      where=alive_s > 0)
-    n = len(starts)
-    return rows.join(timed_events.none(n) if per_event is None else timed_events.bins(per_event, width, n))
+    events = timed_events.none(n) if scribe is None else timed_events.bins(scribe.per_event, width, n)
+    return rows.join(events)
 
 
 def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
@@ -584,7 +598,7 @@ def message_bytes(kind: str, leaf_set: int, row: int = 16) -> int:
     of a routing-table row, 2^b)."""
     extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "rejoin_reply": 1 + leaf_set * HANDLE_BYTES,
              "table_request": 2, "table_reply": 2 + HANDLE_BYTES, "join": HANDLE_BYTES,
-             "join_reply": 1 + (leaf_set + row) * HANDLE_BYTES}
+             "join_reply": 1 + (leaf_set + row) * HANDLE_BYTES, "heartbeat": TOPIC_BYTES}
     return HEADER_BYTES + extra.get(kind, 0)
 
 
@@ -613,7 +627,7 @@ def _alive(n: int, gone: Departures, starts: np.ndarray, ends: np.ndarray) -> tu
 
 
 def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.DataFrame, got: timed.TimedRun,
-              rep: pd.DataFrame, per_event: pd.DataFrame | None = None) -> dict:
+              rep: pd.DataFrame, scribe: timed_events.Outcomes | None = None) -> dict:
     """A sweep point from `warmup_s` to the end: the departures in that time (and how many of them a return
     followed), the lookups issued in it, its maintenance per node and second of node life, its crashes'
     delays (NaN rates if no node lives in it)."""
@@ -624,18 +638,19 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
     window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
                           p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
-    sent = float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum())
+    beats = 0 if scribe is None else int(scribe.heartbeats[first:].sum())
+    sent = float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum()) + beats
+    size = float(_bytes(bins, p).sum()) + beats * message_bytes("heartbeat", p.leaf_set)
     spans = gone.within   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
             "lookups": int(window.lookups), **{c: window[c] for c in WINDOW},
             "maintenance_msgs_per_node_s": sent / alive_s if alive_s > 0 else math.nan,
-            "maintenance_bytes_per_node_s": (float(_bytes(bins, p).sum()) / alive_s if alive_s > 0
-                                             else math.nan),
+            "maintenance_bytes_per_node_s": size / alive_s if alive_s > 0 else math.nan,
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean(),
-            **_events_window(per_event, width, first)}
+            **_events_window(None if scribe is None else scribe.per_event, width, first)}
 
 
 def _events_window(per_event: pd.DataFrame | None, width: float, first: int) -> dict:
@@ -687,9 +702,10 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
     return out
 
 
-def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
+def repairs(gone: Departures, got: timed.TimedRun,
+            scribe: timed_events.Outcomes | None = None) -> pd.DataFrame:
     """One row per departure within the run: who noticed it and when, and when the leaf sets that held it
-    were whole."""
+    were whole; and, with topics, its children in the trees and when they noticed (`_orphans`)."""
     left = gone.within
     goings = left[["node", "down"]].rename(columns={"node": "failed"})
 
@@ -715,7 +731,22 @@ def repairs(gone: Departures, got: timed.TimedRun) -> pd.DataFrame:
     out["leaf_detected_after_s"] = (leaf["last"].reindex(key).to_numpy() - t0) / 1000.0
     out["leaf_sets_repaired_after_s"] = (leaf.fixed.reindex(key).to_numpy() - t0) / 1000.0
     out["back_s"] = np.where(np.isfinite(left.up), left.up, np.nan) / 1000.0
-    return out
+    return _orphans(out, left, scribe)
+
+
+def _orphans(out: pd.DataFrame, left: pd.DataFrame, scribe: timed_events.Outcomes | None) -> pd.DataFrame:
+    """`repairs`' rows with the tree edges the departed node was the parent of (at its first departure: it
+    holds no tree after it) and the time from the departure to the last of those children's heartbeat
+    timeouts (empty if none before the end)."""
+    node, down = left.node.to_numpy(np.int64), left.down.to_numpy(np.float64)
+    first = down == pd.Series(down).groupby(node).transform("min").to_numpy()
+    if scribe is None:
+        return out.assign(orphans=0, orphans_noticed_after_s=np.nan)
+    children = scribe.orphaned.set_index("parent").children
+    last = scribe.timeouts.groupby("parent").t.max()
+    n = np.where(first, children.reindex(node, fill_value=0).to_numpy(np.int64), 0)
+    noticed = np.where(first, last.reindex(node).to_numpy(np.float64), np.nan)
+    return out.assign(orphans=n, orphans_noticed_after_s=(noticed - down) / 1000.0)
 
 
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
@@ -730,7 +761,8 @@ def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
                                                       "lookup_latency_ms_p99"] if one else
                ["lookup_latency_ms_mean"]),
               ("maintenance.png", "messages per node per second",
-               [f"{name}_msgs_per_node_s" for name in (*KINDS, "maintenance")] if one else
+               [f"{name}_msgs_per_node_s" for name in (*KINDS, *(["heartbeat"] if p.topics else []),
+                                                        "maintenance")] if one else
                ["maintenance_msgs_per_node_s"])]
     if p.topics:
         series.append(("events.png", "share of the deliveries owed", ["event_delivery_ratio"]))

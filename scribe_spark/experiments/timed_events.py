@@ -27,6 +27,8 @@ from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.scribe_groups import named_topics
 
 DELIVERED = ("correct", "wrong")   # a route that ended at a node (the root, or another: then lost)
+COPY_TYPES = {"event": np.int64, "node": np.int64, "t": np.float64}
+TIMEOUT_TYPES = {"topic": np.int64, "parent": np.int64, "child": np.int64, "t": np.float64}
 LATENCY = "decimal(38, 12)"   # latencies summed exactly: up to 10^26 ms in all, to the picosecond
 
 
@@ -78,11 +80,24 @@ def first_goings(gone_spans: pd.DataFrame) -> pd.DataFrame:
     return within.groupby("node", as_index=False).down.min().rename(columns={"down": "t_gone"})
 
 
-def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, hop_ms: float,
-             until_ms: float, keep: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Per event issued (by a live node), by event: t_issue, expected (its topic's subscribers up at its
-    issue), reached (how many of those it reached) and their summed latency (ms); and, with `keep`, every
-    copy that reached a node still in its tree (event, node, t), by event and node (else None).
+@dataclass(frozen=True)
+class Outcomes:
+    """What the events and the heartbeats did: per event issued (by a live node), by event: t_issue,
+    expected (its topic's subscribers up at its issue), reached (how many of those it reached) and their
+    summed latency (ms); the heartbeats sent per bin; the heartbeat timeouts (topic, parent, child, t); the
+    tree edges of each parent that went (parent, children); and, kept for the check, every copy that
+    reached a node still in its tree (event, node, t), by event and node (else None)."""
+
+    per_event: pd.DataFrame
+    heartbeats: np.ndarray
+    timeouts: pd.DataFrame
+    orphaned: pd.DataFrame
+    copies: pd.DataFrame | None
+
+
+def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame,
+             hb: scribe_timed.Heartbeats, keep: bool = False) -> Outcomes:
+    """Build the trees of the start, send the events down them, and count the heartbeats and timeouts.
 
     The copies stay in Spark: only a row per event (and the copies, for the check) comes to the driver."""
     spark = overlay.state.sparkSession
@@ -92,21 +107,29 @@ def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: p
     at_root = pd.DataFrame({"event": ended.event.to_numpy(np.int64),
                             "topic": events.published.topic.to_numpy(np.int64)[ended.event.to_numpy()],
                             "node": ended.dest.to_numpy(np.int64), "t": ended.t_done.to_numpy(np.float64)})
+    gone = F.broadcast(local_frame(spark, first_goings(gone_spans), "node long, t_gone double"))
     frames: list[DataFrame] = [trees.edges, trees.members, trees.roots]
     try:
-        copies = scribe_timed.deliver(
-            overlay, trees, local_frame(spark, at_root, "event long, topic long, node long, t double"),
-            local_frame(spark, first_goings(gone_spans), "node long, t_gone double"), hop_ms,
-            until_ms).localCheckpoint()
+        copies = scribe_timed.deliver(overlay, trees, local_frame(spark, at_root, "event long, topic long, "
+                                                                  "node long, t double"), gone, hb.hop_ms,
+                                      hb.until).localCheckpoint()
         frames.append(copies)
-        rows = _per_event(spark, events, done, gone_spans, subs, copies)
-        kept = copies.select("event", "node", "t").toPandas() if keep else None
+        orphaned = (trees.edges.join(gone.withColumnRenamed("node", "dst"), "dst")
+                    .groupBy(F.col("dst").alias("parent")).agg(F.count("*").alias("children")).toPandas())
+        return Outcomes(_per_event(spark, events, done, gone_spans, subs, copies),
+                        scribe_timed.heartbeats(trees, copies, gone, hb),
+                        scribe_timed.timeouts(overlay, trees, copies, gone, hb).astype(TIMEOUT_TYPES),
+                        orphaned.sort_values("parent", kind="stable").reset_index(drop=True),
+                        _copies(copies) if keep else None)
     finally:
         for frame in frames:
             frame.unpersist()
-    if kept is not None:
-        kept = kept.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
-    return rows, kept
+
+
+def _copies(copies: DataFrame) -> pd.DataFrame:
+    """The copies (event, node, t), by event and node."""
+    kept = copies.select("event", "node", "t").toPandas().astype(COPY_TYPES)
+    return kept.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
 
 
 def _per_event(spark, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, subs: DataFrame,
@@ -158,11 +181,12 @@ def _ratio(a: pd.Series, b: pd.Series) -> np.ndarray:
     return np.divide(a, b, out=np.full(len(a), math.nan), where=b > 0)
 
 
-def reference_copies(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
-                     ref_lookups: list[dict], lookups: int, spans: list[tuple[int, float, float, bool]],
-                     hop_ms: float, until_ms: float) -> pd.DataFrame:
-    """The sequential reference's copies (event, node, t), from the nodes' `start` states and the reference
-    run's routes (`ref_lookups`, the events' after the `lookups` first)."""
+def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
+                       ref_lookups: list[dict], lookups: int, spans: list[tuple[int, float, float, bool]],
+                       hb: scribe_timed.Heartbeats) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    """The sequential reference's copies (event, node, t), heartbeats per bin and timeouts (topic, parent,
+    child, t), from the nodes' `start` states and the reference run's routes (`ref_lookups`, the events'
+    after the `lookups` first), as `Outcomes` orders them."""
     from scribe_spark.reference import timed_events as ref
     from scribe_spark.reference.sequential_scribe import SequentialScribe
 
@@ -172,7 +196,13 @@ def reference_copies(ring: Ring, start: dict[int, tuple[list[int], list[int], li
     topic = events.published.topic.tolist()
     starts = [(i, topic[i], r["dest"], r["t_done"]) for i, r in enumerate(ref_lookups[lookups:])
               if r["outcome"] in DELIVERED]
-    reached = ref.deliver(scribe, starts, lambda u, v: float(ring.prox.dist([u], [v])[0]), hop_ms,
-                          ref.first_goings(spans), until_ms)
-    out = pd.DataFrame(reached, columns=["event", "node", "t"])
-    return out.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
+    sim = ref.TimedEvents(scribe, lambda u, v: float(ring.prox.dist([u], [v])[0]), hb.hop_ms,
+                          ref.first_goings(spans), hb.until, hb.period_ms, hb.timeout_ms,
+                          lambda v: float(hb.phase(np.array([v]))[0]))
+    got = sim.run(starts)
+    copies = pd.DataFrame(got.copies, columns=["event", "node", "t"]).astype(COPY_TYPES)
+    beats = np.minimum(np.asarray(got.heartbeats, np.float64) // hb.bin_ms, hb.bins - 1).astype(np.int64)
+    timeouts = pd.DataFrame(got.detections, columns=["topic", "parent", "child", "t"]).astype(TIMEOUT_TYPES)
+    return (copies.sort_values(["event", "node"], kind="stable").reset_index(drop=True),
+            np.bincount(beats, minlength=hb.bins),
+            timeouts.sort_values(["topic", "parent", "child"], kind="stable").reset_index(drop=True))

@@ -1116,8 +1116,8 @@ def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.nd
     from since (a member back up tells the node after it came back, so after every later failing probe).
     """
     period, fd = tm.keepalive_ms, tm.failure_timeout_ms
-    k = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
-    k = _first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_down[i],
+    k = first_ticks(phase, period, lambda s, i: s >= t_from[i], guess_ticks(t_from, phase, period))
+    k = first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_down[i],
                      np.maximum(k, (t_down - d - tm.proc_ms - phase) / period), floor=k)
     first = phase + k * period
     rows, ticks, live = [], [], np.arange(len(phase))
@@ -1136,13 +1136,13 @@ def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.nd
     return row[order], tick[order]
 
 
-def _guess(t: np.ndarray, phase: np.ndarray, period: float) -> np.ndarray:
+def guess_ticks(t: np.ndarray, phase: np.ndarray, period: float) -> np.ndarray:
     """Roughly the tick number at each time t (0 before the first)."""
     with np.errstate(invalid="ignore"):
         return np.where(np.isfinite(t), (t - phase) / period, 0.0)
 
 
-def _first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.ndarray], np.ndarray],
+def first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.ndarray], np.ndarray],
                  guess: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
     """Per row i, the first k >= floor[i] whose tick phase[i] + k period satisfies ok(tick, i) (monotone
     in k), searched from `guess` (k as whole floats: phase + k period computes as with integers)."""
@@ -1817,13 +1817,13 @@ def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: flo
     period = tm.keepalive_ms
     t_from = df.t_from.to_numpy(np.float64)
     end = np.minimum(np.minimum(df.t_to.to_numpy(np.float64), until), downs.cut(x, t_from))
-    lo = _first_ticks(phase, period, lambda s, i: s >= t_from[i], _guess(t_from, phase, period))
-    hi = _first_ticks(phase, period, lambda s, i: s >= end[i], _guess(end, phase, period), floor=lo)
+    lo = first_ticks(phase, period, lambda s, i: s >= t_from[i], guess_ticks(t_from, phase, period))
+    hi = first_ticks(phase, period, lambda s, i: s >= end[i], guess_ticks(end, phase, period), floor=lo)
 
     def reaching(rows: np.ndarray, limit: np.ndarray, floor: np.ndarray) -> np.ndarray:
         """Per row of `rows`, the first tick from `floor` whose probe arrives at or after `limit`."""
         p, dd = phase[rows], d[rows]
-        return _first_ticks(p, period, lambda s, i: (s + dd[i]) + tm.proc_ms >= limit[i],
+        return first_ticks(p, period, lambda s, i: (s + dd[i]) + tm.proc_ms >= limit[i],
                             (limit - dd - tm.proc_ms - p) / period, floor=floor)
     first, sent = lo.astype(np.int64), (hi - lo).astype(np.int64)
     if bins.n == 1:   # counted without the ticks: those before the end less those that reach y down
