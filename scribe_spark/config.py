@@ -768,8 +768,9 @@ class PastryTimedParams(AnyProximity):
                                     "sent it an event since its last tick", unit="s", lo=0.0,
                               hi=TIME_MAX_S, lo_open=True)
     heartbeat_timeout_s: float = knob(60.0, "a child that hears nothing from its parent this long declares "
-                                            "it dead (at least 2 heartbeat_s: an event spares the next "
-                                            "heartbeat)", unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+                                            "it dead (at least 2 heartbeat_s, as an event spares the next "
+                                            "heartbeat, and more than heartbeat_s plus the longest delay)",
+                                      unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",
                                           lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)
@@ -819,8 +820,8 @@ class PastryTimedParams(AnyProximity):
         _require(self.subscribers <= self.nodes, "subscribers", f"must be at most nodes ({self.nodes})",
                  self.subscribers)
         beat = 1000.0 * self.heartbeat_s + max_delay_ms(self) + self.hop_ms
-        twice = self.heartbeat_timeout_s >= 2 * self.heartbeat_s
-        _require(twice and 1000.0 * self.heartbeat_timeout_s > beat, "heartbeat_timeout_s",
+        enough = self.heartbeat_timeout_s >= 2 * self.heartbeat_s and 1000.0 * self.heartbeat_timeout_s > beat
+        _require(not self.topics or enough, "heartbeat_timeout_s",
                  "must be at least 2 heartbeat_s and exceed heartbeat_s plus the longest delay "
                  f"({beat / 1000:.3f} s): a live parent is never declared dead",
                  self.heartbeat_timeout_s)

@@ -18,7 +18,10 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
     """On a 300-node overlay with 3 topics of 40 subscribers, events start at their roots (and one at a node
     that is not its root) and go down the trees. A forwarder that went down before a copy arrives drops it
     and its subtree's, one that goes down at the very time a copy arrives too, and so does the end of the
-    run; the Spark supersteps give the sequential reference's copies, to the last bit of their times."""
+    run; the Spark supersteps give the sequential reference's copies, to the last bit of their times. The
+    heartbeats per bin and the heartbeat timeouts in closed form are those the reference sends and times
+    one by one: only the children of a parent that went declare it, within a link and a timeout of its
+    going."""
     ring = small_ring(300, seed=4)
     o = ov.build_overlay(spark, ring, seed=2)
     topics = tp.create(["a", "b", "c"], ["x", "y", "z"], secret=1)

@@ -295,7 +295,8 @@ def _timed_events(when: str) -> tuple[tuple[str, str, str], ...]:
 
 PASTRY_TIMED = {t.name: t for t in (
     table("timeline", "one row per sweep point and bin of bin_s simulated seconds: members, lookups issued "
-                      "in the bin by outcome, and maintenance messages sent in it",
+                      "in the bin by outcome, maintenance messages sent in it (Scribe heartbeats among "
+                      "them), and Scribe events published in it (topics > 0)",
           ("mean_session_s", "s", "the sweep point's mean session time"),
           ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("time_s", "s", "simulated time at the start of the bin"),
@@ -345,7 +346,8 @@ PASTRY_TIMED = {t.name: t for t in (
           *_timed_events("in the bin ")),
     table("repairs", "one row per sweep point and departure (crash or graceful leave): when its leaf-set "
                      "neighbours noticed it, and when their leaf sets were repaired (empty: not before the "
-                     "end); a declaration counts for the node's last departure at or before it",
+                     "end); a declaration counts for the node's last departure at or before it; with topics, "
+                     "its children in the Scribe trees and when they noticed",
           ("mean_session_s", "s", "the sweep point's mean session time"),
           ("keepalive_s", "s", "the sweep point's keep-alive period"),
           ("node", "", "the node that crashed or left (a row each time it did)"),
@@ -363,12 +365,15 @@ PASTRY_TIMED = {t.name: t for t in (
                           "count the declarations made after it came back and before it next went, by "
                           "nodes it had not told"),
           ("orphans", "", "tree edges (topic, child) the node was the parent of when it went (topics > 0; "
-                          "its first departure only: it holds no tree after it)"),
-          ("orphans_noticed_after_s", "s", "time from the departure to the last heartbeat timeout among "
-                                           "those children (empty: none before the end)")),
+                          "its first departure only: it holds no tree after it; children that went before "
+                          "it included)"),
+          ("orphans_noticed", "", "of those, the children that declared it dead before the end (one that "
+                                  "went first, or would have after the end, does not)"),
+          ("orphans_noticed_after_s", "s", "time from the departure to the last of those declarations "
+                                           "(empty: none before the end)")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the run from warmup_s on "
-                   "(the whole run by default): the departures in that time, the lookups issued in it, its "
-                   "messages and node life",
+                   "(the whole run by default): the departures in that time, the lookups and events issued "
+                   "in it, its messages and node life",
           ("mean_session_s", "s", "mean session time"),
           ("keepalive_s", "s", "keep-alive period"),
           ("departures", "", "crashes and graceful leaves (a node that went twice counts twice)"),

@@ -14,7 +14,12 @@ that names a node declared failed is refilled by asking the entries of its row; 
 from random nodes are issued as a Poisson process of `lookups_per_node_s` per node and routed hop by hop
 at the link delays, a forwarder that sends to a dead node learning it `rto_ms` later (`pastry.timed`,
 docs/model.md, "Simulated time"). With `check = true` the sequential reference simulation runs on the same
-inputs and the run stops if any lookup, detection, repair or message count differs.
+inputs and the run stops if any lookup, detection, repair or message count differs. With `topics` > 0, each
+topic has `subscribers` subscribers among the members up at the start, on the tree Scribe builds on the
+overlay at the start; events published as a Poisson process are routed to their roots as the lookups are
+and sent down the trees at the link delays, parents send their children heartbeats, and a child that hears
+nothing from its parent for `heartbeat_timeout_s` declares it dead; the trees are not repaired
+(`experiments.timed_events`, `scribe.timed`).
 
 `mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same converged
 state (with `start = "steady"`, that of the nodes up at its start) with the same draws. Tables:
@@ -453,7 +458,8 @@ def _reached(scribe: timed_events.Outcomes | None) -> dict[str, int]:
     if scribe is None:
         return {}
     rows = scribe.per_event
-    return {"events": len(rows), "expected": int(rows.expected.sum()), "reached": int(rows.reached.sum())}
+    return {"events": len(rows), "expected": int(rows.expected.sum()), "reached": int(rows.reached.sum()),
+            "heartbeats": int(scribe.heartbeats.sum()), "heartbeat_timeouts": len(scribe.timeouts)}
 
 
 def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, routed: pd.DataFrame,
@@ -736,17 +742,18 @@ def repairs(gone: Departures, got: timed.TimedRun,
 
 def _orphans(out: pd.DataFrame, left: pd.DataFrame, scribe: timed_events.Outcomes | None) -> pd.DataFrame:
     """`repairs`' rows with the tree edges the departed node was the parent of (at its first departure: it
-    holds no tree after it) and the time from the departure to the last of those children's heartbeat
-    timeouts (empty if none before the end)."""
+    holds no tree after it), how many of those children declared it dead before the end (one gone first,
+    or too late, does not), and the time from the departure to the last of those declarations."""
     node, down = left.node.to_numpy(np.int64), left.down.to_numpy(np.float64)
     first = down == pd.Series(down).groupby(node).transform("min").to_numpy()
     if scribe is None:
-        return out.assign(orphans=0, orphans_noticed_after_s=np.nan)
+        return out.assign(orphans=0, orphans_noticed=0, orphans_noticed_after_s=np.nan)
     children = scribe.orphaned.set_index("parent").children
-    last = scribe.timeouts.groupby("parent").t.max()
+    by = scribe.timeouts.groupby("parent").t
     n = np.where(first, children.reindex(node, fill_value=0).to_numpy(np.int64), 0)
-    noticed = np.where(first, last.reindex(node).to_numpy(np.float64), np.nan)
-    return out.assign(orphans=n, orphans_noticed_after_s=(noticed - down) / 1000.0)
+    told = np.where(first, by.size().reindex(node, fill_value=0).to_numpy(np.int64), 0)
+    noticed = np.where(first, by.max().reindex(node).to_numpy(np.float64), np.nan)
+    return out.assign(orphans=n, orphans_noticed=told, orphans_noticed_after_s=(noticed - down) / 1000.0)
 
 
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
@@ -825,7 +832,8 @@ def _point_line(n: dict) -> str:
     """A sweep point's line of the summary: its departures, passes and messages."""
     sent = ", ".join(f"{k} {v:,}" for k, v in sorted(n["messages"].items()))
     events = (f"; {n['events']:,} events reached {n['reached']:,} of the {n['expected']:,} subscribers up at "
-              "their publication" if "events" in n else "")
+              f"their publication; {n['heartbeats']:,} heartbeats, {n['heartbeat_timeouts']:,} heartbeat "
+              "timeouts" if "events" in n else "")
     return (f"\n- {n['mean_session_s']:g} s sessions, keep-alive {n['keepalive_s']:g} s: "
             f"{n['crashes']} crash, {n['leaves']} leave{_back(n)}; {n['passes']} passes; messages {sent}"
             f"{events}")
@@ -889,7 +897,7 @@ def _summary(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
                             outcome.notes)
     shape = {"weibull": f", shape {p.weibull_shape:g}",
              "pareto": f", shape {p.pareto_shape:g}", "trace": f" ({p.trace})"}.get(p.session, "")
-    events = ", events' deliveries" if p.topics else ""
+    events = ", events' deliveries, heartbeats, heartbeat timeouts" if p.topics else ""
     checked = (f"The sequential reference simulation gave the same lookups, detections, repairs{events} and "
                "message counts at every point." if notes["checked"] else
                "Not checked against the sequential reference (check = false).")

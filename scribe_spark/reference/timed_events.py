@@ -10,9 +10,9 @@ after the end of the run is processed.
 - **Events.** Each event starts where and when the timed Pastry reference delivered its route to the
   topicId; only the topic's root starts it down the tree. A node holding a copy at t sends one to each of
   its children, arriving at t + link(u, c) + proc.
-- **Heartbeats.** A parent ticks at phase + k T_hb (k = 0, 1, ...). At a tick at t it sends a heartbeat
-  to each child it has not sent an event's copy to in (t - T_hb, t] (a copy sent at the tick's very time
-  counts: it is processed first).
+- **Heartbeats.** A parent ticks at phase + k T_hb (k = 0, 1, ...). At a tick it sends a heartbeat to
+  each child it has not sent an event's copy to since its tick before (after it; before the first tick,
+  since the start), a copy sent at the tick's very time counting (it is processed first).
 - **Heartbeat timeouts.** A child expects to hear from its parent (a heartbeat or a copy) within T_hbf of
   the last time it did, the start counting as heard at 0; a timeout with nothing heard declares the parent
   dead (the fault upcall), once per tree edge. Nothing else follows: the trees are not repaired.
@@ -62,6 +62,7 @@ class TimedEvents:
         self.sent: dict[Edge, float] = {}      # the last copy each parent sent each child
         self.heard: dict[Edge, float] = {}     # the last time each child heard from its parent
         self.out = Result()
+        self.edges: dict[int, list[tuple[int, int]]] = {}   # parent -> its (topic, child) edges, in order
 
     def run(self, starts: list[tuple[int, int, int, float]]) -> Result:
         """Process everything before the end; `starts` has (event, topic, node, t): where and when each
@@ -70,6 +71,8 @@ class TimedEvents:
             if self.scribe.roots.get(topic) == node:
                 self._push(t, MESSAGE, self._copy, event, topic, node)
         edges = sorted(((t, p, c) for (t, p), kids in self.scribe.children.items() for c in kids))
+        for topic, p, c in edges:
+            self.edges.setdefault(p, []).append((topic, c))
         if self.period < math.inf:
             for p in sorted({p for _t, p, _c in edges}):
                 self._push(self.phase(p), TIMER, self._tick, p, 0)
@@ -103,15 +106,15 @@ class TimedEvents:
             self._push(t + self.link(u, c) + self.proc, MESSAGE, self._hear, (topic, u, c))
 
     def _tick(self, t: float, p: int, k: int) -> None:
-        """Parent p's k-th tick: a heartbeat to each child not sent a copy within the last period."""
+        """Parent p's k-th tick: a heartbeat to each child not sent a copy since the tick before."""
         if not self._holds(p, t):
             return
-        for topic, parent in sorted(key for key in self.scribe.children if key[1] == p):
-            for c in self._children(topic, parent):
-                if self.sent.get((topic, p, c), -math.inf) > t - self.period:
-                    continue
-                self.out.heartbeats.append(t)
-                self._push(t + self.link(p, c) + self.proc, MESSAGE, self._hear, (topic, p, c))
+        before = self.phase(p) + (k - 1) * self.period if k else -math.inf
+        for topic, c in self.edges[p]:
+            if self.sent.get((topic, p, c), -math.inf) > before:
+                continue
+            self.out.heartbeats.append(t)
+            self._push(t + self.link(p, c) + self.proc, MESSAGE, self._hear, (topic, p, c))
         self._push(self.phase(p) + (k + 1) * self.period, TIMER, self._tick, p, k + 1)
 
     def _hear(self, t: float, edge: Edge) -> None:

@@ -44,6 +44,12 @@ class Heartbeats:
     until: float
     bin_ms: float
 
+    def __post_init__(self) -> None:
+        if not self.timeout_ms >= 2 * self.period_ms:   # else a live parent's child could time out
+            raise ValueError(f"the heartbeat timeout ({self.timeout_ms:g} ms) must be at least twice the "
+                             f"period ({self.period_ms:g} ms): the closed form declares only parents that "
+                             "stopped")
+
     @property
     def bins(self) -> int:
         """How many bins the run has (as the Pastry run's maintenance counts)."""
