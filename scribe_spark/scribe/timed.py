@@ -105,7 +105,7 @@ def _kept(copies: DataFrame, gone: DataFrame, until_ms: float) -> DataFrame:
     return copies.join(gone, NODE, "left").filter(kept).drop(GONE)
 
 
-def _ends(hb: Heartbeats, gone: DataFrame, col: str) -> DataFrame:
+def _ends(gone: DataFrame, col: str) -> DataFrame:
     """`gone` keyed by `col`: when the node in `col` first went down, as `_<col>_gone` (null: it did not)."""
     return F.broadcast(gone.select(F.col(NODE).alias(col), F.col(GONE).alias(f"_{col}_gone")))
 
@@ -114,7 +114,7 @@ def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats)
     """The heartbeats sent in each bin: each parent's ticks before it stops, one per child, less the ticks
     each child was sent an event's copy for (since the tick before)."""
     parents = trees.edges.groupBy(F.col(DST).alias("p")).agg(F.count("*").alias("children"))
-    parents = parents.join(_ends(hb, gone, "p"), "p", "left")
+    parents = parents.join(_ends(gone, "p"), "p", "left")
 
     def ticks(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for f in frames:
@@ -149,7 +149,7 @@ def _sends(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats) -> 
     first tick at or after s), that tick's time and bin, and `last`: the number of the parent's last tick."""
     edges = trees.edges.select(TOPIC, F.col(SRC).alias("c"), F.col(DST).alias("p"))
     sends = (copies.select(TOPIC, F.col(NODE).alias("p"), F.col(T_AT).alias("s")).join(edges, [TOPIC, "p"])
-             .join(_ends(hb, gone, "p"), "p", "left"))
+             .join(_ends(gone, "p"), "p", "left"))
 
     def spare(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for f in frames:
@@ -175,8 +175,8 @@ def timeouts(overlay: Overlay, trees: Trees, copies: DataFrame, gone: DataFrame,
     sends = _sends(trees, copies, gone, hb).groupBy(TOPIC, "p", "c").agg(
         F.max("s").alias("s_max"), F.max((F.col("k") == F.col("last")).cast("int")).alias("spared"))
     edges = (trees.edges.select(TOPIC, F.col(SRC).alias("c"), F.col(DST).alias("p"))
-             .join(_ends(hb, gone, "p"), "p", "left").filter(F.col("_p_gone") < hb.until)
-             .join(_ends(hb, gone, "c"), "c", "left").join(sends, [TOPIC, "p", "c"], "left"))
+             .join(_ends(gone, "p"), "p", "left").filter(F.col("_p_gone") < hb.until)
+             .join(_ends(gone, "c"), "c", "left").join(sends, [TOPIC, "p", "c"], "left"))
     edges = with_distance(overlay, edges, "p", "c", "d")
 
     def declare(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
