@@ -17,12 +17,12 @@ class Purpose:
     NETWORK = 0              # the transit-stub router graph (scope: none)
     LOOKUPS = 1              # lookup sources and keys
     JOIN_ORDER = 2           # pastry_joins: which nodes join in which batch
-    SUBSCRIPTIONS = 2        # S3, churn: subscribers of each topic (S1/S2 draw theirs with MEMBERS)
+    SUBSCRIPTIONS = 2        # S3, churn, pastry_timed: subscribers of each topic (S1/S2 draw theirs with MEMBERS)
     PUBLISHERS = 3           # Scribe: the node that publishes each topic's event
     CREATORS = 4             # Scribe: each topic's creator, when the creator is the root
     FAILURES = 5             # pastry_failures: who fails, and the lookups after
     WORKLOAD = 7             # scribe_repair, tno_ordering: failures, topics and subscriptions
-    PUBLICATIONS = 8         # tno_ordering: publication times, publishers and topics
+    PUBLICATIONS = 8         # tno_ordering, pastry_timed: publication times, publishers and topics
     SEQUENCER_DELAYS = 9     # tno_ordering: the sequencer's link delays
     RECOVERY = 10            # tno_ordering: gap recovery's delays
     CHURN = 11               # churn: sessions, arrivals and checks; pastry_timed: crashes and lookups
