@@ -17,7 +17,7 @@ class Purpose:
     NETWORK = 0              # the transit-stub router graph (scope: none)
     LOOKUPS = 1              # lookup sources and keys
     JOIN_ORDER = 2           # pastry_joins: which nodes join in which batch
-    SUBSCRIPTIONS = 2        # S3, churn, pastry_timed: subscribers of each topic (S1/S2 draw theirs with MEMBERS)
+    SUBSCRIPTIONS = 2        # S3, churn, pastry_timed: each topic's subscribers (S1/S2 draw with MEMBERS)
     PUBLISHERS = 3           # Scribe: the node that publishes each topic's event
     CREATORS = 4             # Scribe: each topic's creator, when the creator is the root
     FAILURES = 5             # pastry_failures: who fails, and the lookups after
