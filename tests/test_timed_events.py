@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import functions as F
 
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.reference import timed_events as ref
@@ -21,7 +22,8 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
     run; the Spark supersteps give the sequential reference's copies, to the last bit of their times. The
     heartbeats per bin and the heartbeat timeouts in closed form are those the reference sends and times
     one by one: only the children of a parent that went declare it, within a link and a timeout of its
-    going."""
+    going. With a forward upcall that stops the odd events below the roots, both engines agree on fewer
+    copies and more heartbeats."""
     ring = small_ring(300, seed=4)
     o = ov.build_overlay(spark, ring, seed=2)
     topics = tp.create(["a", "b", "c"], ["x", "y", "z"], secret=1)
@@ -53,12 +55,12 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
                               "event long, topic long, node long, t double")
         left = local_frame(spark, pd.DataFrame({"node": list(gone), "t_gone": list(gone.values())}),
                            "node long, t_gone double")
-        copies = scribe_timed.deliver(o, trees, at_root, left, 1.0, until).localCheckpoint()
-        got = copies.drop("topic").toPandas()
         hb = scribe_timed.Heartbeats(3000.0, 6000.0, 5, 1.0, until, 10_000.0)
-        beats = scribe_timed.heartbeats(trees, copies, left, hb)
-        outs = scribe_timed.timeouts(o, trees, copies, left, hb)
-        copies.unpersist()
+        got, beats, outs = _spark(o, trees, at_root, left, hb, None)
+        # a forward upcall: below the roots, odd events go no further
+        roots = list(seq.roots.values())
+        odd = _spark(o, trees, at_root, left, hb,
+                     lambda f: f.filter((F.col("event") % 2 == 0) | F.col("node").isin(roots)))
     finally:
         for frame in (trees.edges, trees.members, trees.roots):
             frame.unpersist()
@@ -72,6 +74,15 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
     at = np.minimum(np.asarray(sim.heartbeats) // 10_000.0, 6).astype(int)
     assert beats.tolist() == np.bincount(at, minlength=7).tolist()
     assert sorted(outs.itertuples(index=False, name=None)) == sorted(sim.detections)
+    def even(event: int, topic: int, u: int, _t: float) -> bool:
+        return event % 2 == 0 or u == seq.roots[topic]
+    held = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase, even).run(starts)
+    assert sorted(odd[0].itertuples(index=False, name=None)) == sorted(held.copies)
+    at = np.minimum(np.asarray(held.heartbeats) // 10_000.0, 6).astype(int)
+    assert odd[1].tolist() == np.bincount(at, minlength=7).tolist() and odd[1].sum() > beats.sum()
+    assert sorted(odd[2].itertuples(index=False, name=None)) == sorted(held.detections)
+    reached = {e for e, _v, _t in sim.copies}   # every event still reaches its root, at least
+    assert len(held.copies) < len(sim.copies) and {e for e, _v, _t in held.copies} == reached
     quiet = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase).run([])
     assert len(quiet.heartbeats) > len(sim.heartbeats)   # events spared some heartbeats
     # the children of the nodes that went noticed within T_hbf of their parent's last message, nobody else
@@ -88,6 +99,17 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
         for c in kids if topic == 0 else ():
             if (0, parent) in t.index and (0, c) in t.index:
                 assert t[(0, c)] == t[(0, parent)] + link(parent, c) + 1.0
+
+
+def _spark(o, trees, at_root, left, hb: scribe_timed.Heartbeats, forward) -> tuple:
+    """The Spark run's copies (event, node, t), heartbeats per bin and timeouts, with the forward upcall."""
+    copies = scribe_timed.deliver(o, trees, at_root, left, 1.0, hb.until, forward).localCheckpoint()
+    try:
+        sent = scribe_timed.forwarded(copies, forward)
+        return (copies.drop("topic").toPandas(), scribe_timed.heartbeats(trees, sent, left, hb),
+                scribe_timed.timeouts(o, trees, sent, left, hb))
+    finally:
+        copies.unpersist()
 
 
 def _subtree(seq: SequentialScribe, topic: int, node: int) -> set[int]:

@@ -96,8 +96,10 @@ class Outcomes:
 
 
 def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame,
-             hb: scribe_timed.Heartbeats, keep: bool = False) -> Outcomes:
-    """Build the trees of the start, send the events down them, and count the heartbeats and timeouts.
+             hb: scribe_timed.Heartbeats, keep: bool = False, forward: scribe_timed.Forward | None = None
+             ) -> Outcomes:
+    """Build the trees of the start, send the events down them, and count the heartbeats and timeouts
+    (`forward`: the application's forward upcall on events, `scribe.timed.deliver`).
 
     The copies stay in Spark: only a row per event (and the copies, for the check) comes to the driver."""
     spark = overlay.state.sparkSession
@@ -112,13 +114,14 @@ def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: p
     try:
         copies = scribe_timed.deliver(overlay, trees, local_frame(spark, at_root, "event long, topic long, "
                                                                   "node long, t double"), gone, hb.hop_ms,
-                                      hb.until).localCheckpoint()
+                                      hb.until, forward).localCheckpoint()
         frames.append(copies)
         orphaned = (trees.edges.join(gone.withColumnRenamed("node", "dst"), "dst")
                     .groupBy(F.col("dst").alias("parent")).agg(F.count("*").alias("children")).toPandas())
         return Outcomes(_per_event(spark, events, done, gone_spans, subs, copies),
-                        scribe_timed.heartbeats(trees, copies, gone, hb),
-                        scribe_timed.timeouts(overlay, trees, copies, gone, hb).astype(TIMEOUT_TYPES),
+                        scribe_timed.heartbeats(trees, scribe_timed.forwarded(copies, forward), gone, hb),
+                        scribe_timed.timeouts(overlay, trees, scribe_timed.forwarded(copies, forward), gone,
+                                              hb).astype(TIMEOUT_TYPES),
                         orphaned.sort_values("parent", kind="stable").reset_index(drop=True),
                         _copies(copies) if keep else None)
     finally:

@@ -9,7 +9,8 @@ after the end of the run is processed.
 
 - **Events.** Each event starts where and when the timed Pastry reference delivered its route to the
   topicId; only the topic's root starts it down the tree. A node holding a copy at t sends one to each of
-  its children, arriving at t + link(u, c) + proc.
+  its children, arriving at t + link(u, c) + proc, unless the application's forward upcall, asked with
+  (event, topic, node, t), says no.
 - **Heartbeats.** A parent ticks at phase + k T_hb (k = 0, 1, ...). At a tick it sends a heartbeat to
   each child it has not sent an event's copy to since its tick before (after it; before the first tick,
   since the start), a copy sent at the tick's very time counting (it is processed first).
@@ -54,9 +55,10 @@ class TimedEvents:
 
     def __init__(self, scribe: SequentialScribe, link: Callable[[int, int], float], proc: float,
                  gone: dict[int, float], until: float, heartbeat_ms: float = math.inf,
-                 timeout_ms: float = math.inf, phase: Callable[[int], float] = lambda _v: 0.0) -> None:
+                 timeout_ms: float = math.inf, phase: Callable[[int], float] = lambda _v: 0.0,
+                 forward: Callable[[int, int, int, float], bool] | None = None) -> None:
         self.scribe, self.link, self.proc, self.gone, self.until = scribe, link, proc, gone, until
-        self.period, self.timeout, self.phase = heartbeat_ms, timeout_ms, phase
+        self.period, self.timeout, self.phase, self.forward = heartbeat_ms, timeout_ms, phase, forward
         self.heap: list = []
         self.seq = 0
         self.sent: dict[Edge, float] = {}      # the last copy each parent sent each child
@@ -100,6 +102,8 @@ class TimedEvents:
         if not self._holds(u, t):
             return
         self.out.copies.append((event, u, t))
+        if self.forward is not None and not self.forward(event, topic, u, t):
+            return
         for c in self._children(topic, u):
             self.sent[(topic, u, c)] = t
             self._push(t + self.link(u, c) + self.proc, MESSAGE, self._copy, event, topic, c)

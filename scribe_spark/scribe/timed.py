@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,8 @@ from scribe_spark.pastry.timed import first_ticks, guess_ticks, keepalive_phase
 from scribe_spark.scribe.trees import Trees, multicast
 
 EVENT, T_AT, GONE = "event", "t", "t_gone"
+# the application's forward upcall on events (Scribe's forwardHandler): copies -> those their nodes send on
+Forward = Callable[[DataFrame], DataFrame]
 HEARTBEAT_SALT = 0x5C81BE   # heartbeat phases are drawn apart from the keep-alives'
 
 
@@ -72,14 +74,15 @@ class Heartbeats:
 
 
 def deliver(overlay: Overlay, trees: Trees, at_root: DataFrame, gone: DataFrame, hop_ms: float,
-            until_ms: float) -> DataFrame:
+            until_ms: float, forward: Forward | None = None) -> DataFrame:
     """Every copy of the events that reached a node still in its tree: (event, topic, node, t).
 
     `at_root` has (event, topic, node, t): each event where and when Pastry delivered it, kept only at its
     topic's root; `gone` has (node, t_gone): when each node that went down first did. A node u holding a
     copy at t sends one to each child c, which arrives at t + link(u, c) + hop_ms and is kept if that is
     before c first went down and before `until_ms` (a message arriving at the very time its node goes
-    down finds it down, as in `pastry.timed`).
+    down finds it down, as in `pastry.timed`). With `forward` (the application's forward upcall), a node
+    sends on only the copies it lets through (`forwarded`).
     """
     gone = F.broadcast(gone.select(NODE, GONE))
     roots = at_root.join(trees.roots.select(TOPIC, NODE), [TOPIC, NODE], "left_semi")
@@ -87,7 +90,7 @@ def deliver(overlay: Overlay, trees: Trees, at_root: DataFrame, gone: DataFrame,
 
     def send(at_parent: DataFrame) -> DataFrame:
         """Each node a copy reached sends one to each child, kept where the child still holds the tree."""
-        sent = at_parent.select(EVENT, TOPIC, F.col(SRC).alias(NODE),
+        sent = forwarded(at_parent, forward).select(EVENT, TOPIC, F.col(SRC).alias(NODE),
                                 (F.col(T_AT) + F.col("edge_delay") + F.lit(float(hop_ms))).alias(T_AT))
         return _kept(sent, gone, until_ms)
 
@@ -96,6 +99,13 @@ def deliver(overlay: Overlay, trees: Trees, at_root: DataFrame, gone: DataFrame,
     sc = overlay.state.sparkSession.sparkContext
     reached = multicast("timed events", starts, edges, state_partitions(sc, overlay.ring.n), send)
     return reached.select(EVENT, TOPIC, NODE, T_AT)
+
+
+def forwarded(copies: DataFrame, forward: Forward | None) -> DataFrame:
+    """The copies (event, topic, node, t, ...) their nodes send on: all, or those the forward upcall lets
+    through (it filters rows on those four columns alone, so that it gives the same answer for a copy
+    however the rows are joined)."""
+    return copies if forward is None else forward(copies)
 
 
 def _kept(copies: DataFrame, gone: DataFrame, until_ms: float) -> DataFrame:
@@ -112,7 +122,8 @@ def _ends(gone: DataFrame, col: str) -> DataFrame:
 
 def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats) -> np.ndarray:
     """The heartbeats sent in each bin: each parent's ticks before it stops, one per child, less the ticks
-    each child was sent an event's copy for (since the tick before)."""
+    each child was sent an event's copy for (since the tick before). `copies` are those the nodes sent on
+    (`forwarded`)."""
     parents = trees.edges.groupBy(F.col(DST).alias("p")).agg(F.count("*").alias("children"))
     parents = parents.join(_ends(gone, "p"), "p", "left")
 
@@ -171,7 +182,8 @@ def timeouts(overlay: Overlay, trees: Trees, copies: DataFrame, gone: DataFrame,
     A live parent's child hears from it at least every 2 T_hb (a copy spares at most the next tick), so
     only a parent that stopped is declared: its child last heard it at the arrival of the last it sent (its
     last tick's heartbeat, unless a copy spared it, or its last copy; at the start if nothing), and declares
-    it T_hbf later, if it still holds the tree then and the run has not ended."""
+    it T_hbf later, if it still holds the tree then and the run has not ended. `copies` are those the nodes
+    sent on (`forwarded`)."""
     sends = _sends(trees, copies, gone, hb).groupBy(TOPIC, "p", "c").agg(
         F.max("s").alias("s_max"), F.max((F.col("k") == F.col("last")).cast("int")).alias("spared"))
     edges = (trees.edges.select(TOPIC, F.col(SRC).alias("c"), F.col(DST).alias("p"))
