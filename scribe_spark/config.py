@@ -769,7 +769,8 @@ class PastryTimedParams(AnyProximity):
                               hi=TIME_MAX_S, lo_open=True)
     heartbeat_timeout_s: float = knob(60.0, "a child that hears nothing from its parent this long declares "
                                             "it dead (at least 2 heartbeat_s, as an event spares the next "
-                                            "heartbeat, and more than heartbeat_s plus the longest delay)",
+                                            "heartbeat, and more than heartbeat_s plus the longest delay and "
+                                            "hop_ms)",
                                       unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",

@@ -1,6 +1,9 @@
 """Scribe events in simulated time: superstep delivery down the trees against a sequential heap of copies."""
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
@@ -58,9 +61,9 @@ def test_events_go_down_the_trees_at_the_link_delays_and_stop_where_a_node_went_
         hb = scribe_timed.Heartbeats(3000.0, 6000.0, 5, 1.0, until, 10_000.0)
         got, beats, outs = _spark(o, trees, at_root, left, hb, None)
         # a forward upcall: below the roots, odd events go no further
-        roots = list(seq.roots.values())
-        odd = _spark(o, trees, at_root, left, hb,
-                     lambda f: f.filter((F.col("event") % 2 == 0) | F.col("node").isin(roots)))
+        roots = sorted(seq.roots.items())
+        at_its_root = reduce(operator.or_, [(F.col("topic") == t) & (F.col("node") == v) for t, v in roots])
+        odd = _spark(o, trees, at_root, left, hb, (F.col("event") % 2 == 0) | at_its_root)
     finally:
         for frame in (trees.edges, trees.members, trees.roots):
             frame.unpersist()
@@ -105,9 +108,8 @@ def _spark(o, trees, at_root, left, hb: scribe_timed.Heartbeats, forward) -> tup
     """The Spark run's copies (event, node, t), heartbeats per bin and timeouts, with the forward upcall."""
     copies = scribe_timed.deliver(o, trees, at_root, left, 1.0, hb.until, forward).localCheckpoint()
     try:
-        sent = scribe_timed.forwarded(copies, forward)
-        return (copies.drop("topic").toPandas(), scribe_timed.heartbeats(trees, sent, left, hb),
-                scribe_timed.timeouts(o, trees, sent, left, hb))
+        return (copies.drop("topic").toPandas(), scribe_timed.heartbeats(trees, copies, left, hb, forward),
+                scribe_timed.timeouts(o, trees, copies, left, hb, forward))
     finally:
         copies.unpersist()
 

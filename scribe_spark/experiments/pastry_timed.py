@@ -831,9 +831,9 @@ def _delays(rep: pd.DataFrame) -> pd.DataFrame:
 def _point_line(n: dict) -> str:
     """A sweep point's line of the summary: its departures, passes and messages."""
     sent = ", ".join(f"{k} {v:,}" for k, v in sorted(n["messages"].items()))
-    events = (f"; {n['events']:,} events reached {n['reached']:,} of the {n['expected']:,} subscribers up at "
-              f"their publication; {n['heartbeats']:,} heartbeats, {n['heartbeat_timeouts']:,} heartbeat "
-              "timeouts" if "events" in n else "")
+    events = (f"; {n['events']:,} events made {n['reached']:,} of the {n['expected']:,} deliveries owed to "
+              f"the subscribers up at their publication; {n['heartbeats']:,} heartbeats, "
+              f"{n['heartbeat_timeouts']:,} heartbeat timeouts" if "events" in n else "")
     return (f"\n- {n['mean_session_s']:g} s sessions, keep-alive {n['keepalive_s']:g} s: "
             f"{n['crashes']} crash, {n['leaves']} leave{_back(n)}; {n['passes']} passes; messages {sent}"
             f"{events}")

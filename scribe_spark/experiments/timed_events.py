@@ -1,14 +1,17 @@
-"""pastry_timed's Scribe part: topics, their subscribers and events, the events' way down the trees, per bin.
+"""pastry_timed's Scribe part: topics, subscribers and events; the events' way down the trees, the heartbeats
+and their timeouts; per event and per bin.
 
 With `topics` > 0, each topic has `subscribers` subscribers drawn among the members up at the start, and
 its tree is the one Scribe builds on the overlay at the start. Events are published as a Poisson process
 by random members and routed to the topicId as the lookups are, in time, by the same run; the root starts
-each down its tree (`scribe.timed`).
+each down its tree, and parents send their children heartbeats (`scribe.timed`, with the application's
+forward upcall if one is given).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -119,9 +122,9 @@ def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: p
         orphaned = (trees.edges.join(gone.withColumnRenamed("node", "dst"), "dst")
                     .groupBy(F.col("dst").alias("parent")).agg(F.count("*").alias("children")).toPandas())
         return Outcomes(_per_event(spark, events, done, gone_spans, subs, copies),
-                        scribe_timed.heartbeats(trees, scribe_timed.forwarded(copies, forward), gone, hb),
-                        scribe_timed.timeouts(overlay, trees, scribe_timed.forwarded(copies, forward), gone,
-                                              hb).astype(TIMEOUT_TYPES),
+                        scribe_timed.heartbeats(trees, copies, gone, hb, forward),
+                        scribe_timed.timeouts(overlay, trees, copies, gone, hb,
+                                              forward).astype(TIMEOUT_TYPES),
                         orphaned.sort_values("parent", kind="stable").reset_index(drop=True),
                         _copies(copies) if keep else None)
     finally:
@@ -186,10 +189,13 @@ def _ratio(a: pd.Series, b: pd.Series) -> np.ndarray:
 
 def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
                        ref_lookups: list[dict], lookups: int, spans: list[tuple[int, float, float, bool]],
-                       hb: scribe_timed.Heartbeats) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+                       hb: scribe_timed.Heartbeats,
+                       forward: Callable[[int, int, int, float], bool] | None = None
+                       ) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     """The sequential reference's copies (event, node, t), heartbeats per bin and timeouts (topic, parent,
     child, t), from the nodes' `start` states and the reference run's routes (`ref_lookups`, the events'
-    after the `lookups` first), as `Outcomes` orders them."""
+    after the `lookups` first), as `Outcomes` orders them (`forward`: the forward upcall, as a predicate of
+    event, topic, node and t)."""
     from scribe_spark.reference import timed_events as ref
     from scribe_spark.reference.sequential_scribe import SequentialScribe
 
@@ -201,7 +207,7 @@ def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], 
               if r["outcome"] in DELIVERED]
     sim = ref.TimedEvents(scribe, lambda u, v: float(ring.prox.dist([u], [v])[0]), hb.hop_ms,
                           ref.first_goings(spans), hb.until, hb.period_ms, hb.timeout_ms,
-                          lambda v: float(hb.phase(np.array([v]))[0]))
+                          lambda v: float(hb.phase(np.array([v]))[0]), forward)
     got = sim.run(starts)
     copies = pd.DataFrame(got.copies, columns=["event", "node", "t"]).astype(COPY_TYPES)
     beats = np.minimum(np.asarray(got.heartbeats, np.float64) // hb.bin_ms, hb.bins - 1).astype(np.int64)

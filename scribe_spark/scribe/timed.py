@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from scribe_spark.columns import NODE, TOPIC
@@ -30,8 +30,10 @@ from scribe_spark.pastry.timed import first_ticks, guess_ticks, keepalive_phase
 from scribe_spark.scribe.trees import Trees, multicast
 
 EVENT, T_AT, GONE = "event", "t", "t_gone"
-# the application's forward upcall on events (Scribe's forwardHandler): copies -> those their nodes send on
-Forward = Callable[[DataFrame], DataFrame]
+# the application's forward upcall on events (Scribe's forwardHandler): a condition on a copy's event, topic,
+# node and time (columns event, topic, node, t) that holds for the copies their nodes send on; a condition,
+# not a function of frames, so that it decides each copy alone, whatever rows it is evaluated with
+Forward = Column
 HEARTBEAT_SALT = 0x5C81BE   # heartbeat phases are drawn apart from the keep-alives'
 
 
@@ -81,8 +83,9 @@ def deliver(overlay: Overlay, trees: Trees, at_root: DataFrame, gone: DataFrame,
     topic's root; `gone` has (node, t_gone): when each node that went down first did. A node u holding a
     copy at t sends one to each child c, which arrives at t + link(u, c) + hop_ms and is kept if that is
     before c first went down and before `until_ms` (a message arriving at the very time its node goes
-    down finds it down, as in `pastry.timed`). With `forward` (the application's forward upcall), a node
-    sends on only the copies it lets through (`forwarded`).
+    down finds it down, as in `pastry.timed`). With `forward` (the application's forward upcall, a condition
+    on event, topic, node and t), a node sends on only the copies for which it holds; it still delivers
+    them to itself.
     """
     gone = F.broadcast(gone.select(NODE, GONE))
     roots = at_root.join(trees.roots.select(TOPIC, NODE), [TOPIC, NODE], "left_semi")
@@ -103,9 +106,8 @@ def deliver(overlay: Overlay, trees: Trees, at_root: DataFrame, gone: DataFrame,
 
 def forwarded(copies: DataFrame, forward: Forward | None) -> DataFrame:
     """The copies (event, topic, node, t, ...) their nodes send on: all, or those the forward upcall lets
-    through (it filters rows on those four columns alone, so that it gives the same answer for a copy
-    however the rows are joined)."""
-    return copies if forward is None else forward(copies)
+    through."""
+    return copies if forward is None else copies.filter(forward)
 
 
 def _kept(copies: DataFrame, gone: DataFrame, until_ms: float) -> DataFrame:
@@ -120,10 +122,12 @@ def _ends(gone: DataFrame, col: str) -> DataFrame:
     return F.broadcast(gone.select(F.col(NODE).alias(col), F.col(GONE).alias(f"_{col}_gone")))
 
 
-def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats) -> np.ndarray:
+def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats,
+               forward: Forward | None = None) -> np.ndarray:
     """The heartbeats sent in each bin: each parent's ticks before it stops, one per child, less the ticks
-    each child was sent an event's copy for (since the tick before). `copies` are those the nodes sent on
-    (`forwarded`)."""
+    each child was sent an event's copy for (since the tick before). `copies` are `deliver`'s, with the
+    same forward upcall."""
+    copies = forwarded(copies, forward)
     parents = trees.edges.groupBy(F.col(DST).alias("p")).agg(F.count("*").alias("children"))
     parents = parents.join(_ends(gone, "p"), "p", "left")
 
@@ -176,14 +180,15 @@ def _sends(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats) -> 
 
 
 def timeouts(overlay: Overlay, trees: Trees, copies: DataFrame, gone: DataFrame,
-             hb: Heartbeats) -> pd.DataFrame:
+             hb: Heartbeats, forward: Forward | None = None) -> pd.DataFrame:
     """Each child that declared its parent dead, and when: (topic, parent, child, t).
 
     A live parent's child hears from it at least every 2 T_hb (a copy spares at most the next tick), so
     only a parent that stopped is declared: its child last heard it at the arrival of the last it sent (its
     last tick's heartbeat, unless a copy spared it, or its last copy; at the start if nothing), and declares
-    it T_hbf later, if it still holds the tree then and the run has not ended. `copies` are those the nodes
-    sent on (`forwarded`)."""
+    it T_hbf later, if it still holds the tree then and the run has not ended. `copies` are `deliver`'s, with
+    the same forward upcall."""
+    copies = forwarded(copies, forward)
     sends = _sends(trees, copies, gone, hb).groupBy(TOPIC, "p", "c").agg(
         F.max("s").alias("s_max"), F.max((F.col("k") == F.col("last")).cast("int")).alias("spared"))
     edges = (trees.edges.select(TOPIC, F.col(SRC).alias("c"), F.col(DST).alias("p"))
