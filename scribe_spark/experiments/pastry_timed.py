@@ -289,7 +289,7 @@ def ring_size(p: PastryTimedParams) -> int:
     """The ring's nodes: the members and every candidate newcomer (numbered after them; with a trace, every
     node it has in the run)."""
     if p.session == "trace":
-        return int(traced(p).ring.max()) + 1
+        return p.peak_nodes()   # the trace's nodes in the run, which `traced` numbers from 0
     return p.nodes + len(_candidates(p)[0])
 
 
