@@ -578,17 +578,14 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
     rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
     for name, kinds in KINDS.items():
         sent = _sent(got.maintenance, kinds).sum(axis=1).to_numpy(np.float64)
-        rows[f"{name}_msgs_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
-                                                    where=alive_s > 0)   # no node alive: no rate
+        rows[f"{name}_msgs_per_node_s"] = timed_events.ratio(sent, alive_s)   # no node alive: no rate
     n = len(starts)
     beats = np.zeros(n, np.int64) if scribe is None else scribe.heartbeats
-    rows["heartbeat_msgs_per_node_s"] = np.divide(beats.astype(np.float64), alive_s, out=np.full(n, np.nan),
-                                                  where=alive_s > 0)
+    rows["heartbeat_msgs_per_node_s"] = timed_events.ratio(beats, alive_s)
     rows["maintenance_msgs_per_node_s"] = (sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
                                            + rows.heartbeat_msgs_per_node_s)
     sent = _bytes(got.maintenance, p) + beats * message_bytes("heartbeat", p.leaf_set)
-    rows["maintenance_bytes_per_node_s"] = np.divide(sent, alive_s, out=np.full(len(sent), np.nan),
-                                                     where=alive_s > 0)
+    rows["maintenance_bytes_per_node_s"] = timed_events.ratio(sent, alive_s)
     events = timed_events.none(n) if scribe is None else timed_events.bins(scribe.per_event, width, n)
     return rows.join(events)
 

@@ -171,8 +171,8 @@ def bins(rows: pd.DataFrame, width: float, n: int) -> pd.DataFrame:
     sums = by[["expected", "reached", "latency_ms"]].sum().reindex(np.arange(n), fill_value=0)
     count = by.size().reindex(np.arange(n), fill_value=0)
     return pd.DataFrame({"publications": count.to_numpy(np.int64),
-                         "event_delivery_ratio": _ratio(sums.reached, sums.expected),
-                         "event_latency_ms_mean": _ratio(sums.latency_ms, sums.reached)})
+                         "event_delivery_ratio": ratio(sums.reached, sums.expected),
+                         "event_latency_ms_mean": ratio(sums.latency_ms, sums.reached)})
 
 
 def none(n: int) -> pd.DataFrame:
@@ -181,9 +181,9 @@ def none(n: int) -> pd.DataFrame:
                          "event_latency_ms_mean": np.full(n, math.nan)})
 
 
-def _ratio(a: pd.Series, b: pd.Series) -> np.ndarray:
-    """a / b, NaN where b is 0."""
-    a, b = a.to_numpy(np.float64), b.to_numpy(np.float64)
+def ratio(a, b) -> np.ndarray:
+    """a / b element by element (arrays or series), NaN where b is 0."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return np.divide(a, b, out=np.full(len(a), math.nan), where=b > 0)
 
 
