@@ -469,7 +469,8 @@ def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departur
     t0 = time.time()
     until = 1000.0 * p.duration_s
     sim = reference_pastry(ring, timers(p, at), p.seed, gone)
-    start = {x: sim.node_state(x)[:3] for x in range(ring.n)}   # before the run: the converged states
+    # before the run: the converged states the trees are built on (only with topics)
+    start = {x: sim.node_state(x)[:3] for x in range(ring.n)} if events is not None else {}
     ref = reference_result(sim, gone, routed, until)
     differ = _differences(got, ref, 1000.0 * p.bin_s)
     if events is not None and scribe is not None:
