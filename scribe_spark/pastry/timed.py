@@ -1118,7 +1118,7 @@ def _ticks_failing(phase: np.ndarray, tm: Timers, t_from: np.ndarray, end: np.nd
     period, fd = tm.keepalive_ms, tm.failure_timeout_ms
     k = first_ticks(phase, period, lambda s, i: s >= t_from[i], guess_ticks(t_from, phase, period))
     k = first_ticks(phase, period, lambda s, i: (s + d[i]) + tm.proc_ms >= t_down[i],
-                     np.maximum(k, (t_down - d - tm.proc_ms - phase) / period), floor=k)
+                    np.maximum(k, (t_down - d - tm.proc_ms - phase) / period), floor=k)
     first = phase + k * period
     rows, ticks, live = [], [], np.arange(len(phase))
     while len(live):
@@ -1143,7 +1143,7 @@ def guess_ticks(t: np.ndarray, phase: np.ndarray, period: float) -> np.ndarray:
 
 
 def first_ticks(phase: np.ndarray, period: float, ok: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                 guess: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+                guess: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
     """Per row i, the first k >= floor[i] whose tick phase[i] + k period satisfies ok(tick, i) (monotone
     in k), searched from `guess` (k as whole floats: phase + k period computes as with integers)."""
     floor = np.zeros(len(phase)) if floor is None else floor
@@ -1824,7 +1824,7 @@ def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: flo
         """Per row of `rows`, the first tick from `floor` whose probe arrives at or after `limit`."""
         p, dd = phase[rows], d[rows]
         return first_ticks(p, period, lambda s, i: (s + dd[i]) + tm.proc_ms >= limit[i],
-                            (limit - dd - tm.proc_ms - p) / period, floor=floor)
+                           (limit - dd - tm.proc_ms - p) / period, floor=floor)
     first, sent = lo.astype(np.int64), (hi - lo).astype(np.int64)
     if bins.n == 1:   # counted without the ticks: those before the end less those that reach y down
         stop = reaching(np.arange(len(y)), np.full(len(y), until), lo)
