@@ -1677,11 +1677,9 @@ def _whole_table(ctx: _Context, returns: bool, dead: Column | None = None) -> Co
     cols = 1 << ctx.overlay.ring.b
     filled = F.coalesce(F.array_max("fslot") + 1, F.lit(0))
     size = F.greatest(F.size("rt"), F.ceil(filled / cols).cast(T.IntegerType()) * cols)
-    fills = _fills()
 
     def entry(i: Column) -> Column:
-        e = F.coalesce(F.try_element_at(fills, i), _remembered(F.try_element_at("rt", i + 1), returns),
-                       F.lit(-1).cast(T.LongType()))
+        e = _entry_at(i, "rt", returns)
         return e if dead is None else F.when(F.array_contains(dead, e), -1).otherwise(e)
     return F.when(size > 0, F.transform(F.sequence(F.lit(0), size - 1), entry)).otherwise(
         F.array().cast(NODES))
