@@ -210,8 +210,7 @@ def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], 
                           lambda v: float(hb.phase(np.array([v]))[0]), forward)
     got = sim.run(starts)
     copies = pd.DataFrame(got.copies, columns=["event", "node", "t"]).astype(COPY_TYPES)
-    beats = np.minimum(np.asarray(got.heartbeats, np.float64) // hb.bin_ms, hb.bins - 1).astype(np.int64)
     timeouts = pd.DataFrame(got.detections, columns=["topic", "parent", "child", "t"]).astype(TIMEOUT_TYPES)
     return (copies.sort_values(["event", "node"], kind="stable").reset_index(drop=True),
-            np.bincount(beats, minlength=hb.bins),
+            hb.bins.count(got.heartbeats),
             timeouts.sort_values(["topic", "parent", "child"], kind="stable").reset_index(drop=True))

@@ -1736,7 +1736,7 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
 def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:
     """Messages sent by kind: in all, lookups included, and maintenance per bin by sending time; `log` is
     the fold's log without the versions (its requests: node, b the node asked, t)."""
-    bins = _Bins(ctx.until, ctx.bin_ms)
+    bins = Bins(ctx.until, ctx.bin_ms)
     probes, replies = _probe_counts(ctx, last.frames["versions"], bins)
     left = _leave_notices(ctx, last.frames["versions"]).select("t").toPandas().t.to_numpy(np.float64)
     binned = pd.DataFrame({"t_ms": bins.starts, "probe": probes, "probe_reply": replies})
@@ -1766,7 +1766,7 @@ def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter
 
 
 @dataclass(frozen=True)
-class _Bins:
+class Bins:
     """Bins [k width, (k + 1) width) of simulated time up to `until`; one bin for the run if no width."""
 
     until: float
@@ -1782,14 +1782,18 @@ class _Bins:
         """Each bin's start."""
         return np.arange(self.n, dtype=np.float64) * (self.width or 0.0)
 
-    def count(self, t: np.ndarray) -> np.ndarray:
-        """How many of the times (all before `until`) fall in each bin."""
+    def of(self, t: np.ndarray) -> np.ndarray:
+        """Each time's bin (all times before `until`; the last bin takes what rounds past it)."""
         t = np.asarray(t, np.float64)
         at = (t // self.width).astype(np.int64) if self.width else np.zeros(len(t), np.int64)
-        return np.bincount(np.minimum(at, self.n - 1), minlength=self.n).astype(np.int64)
+        return np.minimum(at, self.n - 1)
+
+    def count(self, t: np.ndarray) -> np.ndarray:
+        """How many of the times (all before `until`) fall in each bin."""
+        return np.bincount(self.of(t), minlength=self.n).astype(np.int64)
 
 
-def _probe_counts(ctx: _Context, versions: DataFrame, bins: _Bins) -> tuple[np.ndarray, np.ndarray]:
+def _probe_counts(ctx: _Context, versions: DataFrame, bins: Bins) -> tuple[np.ndarray, np.ndarray]:
     """Probes sent and answered per bin, per (node, version, member) in closed form."""
     ring_bc, downs_bc, tm, seed, until = ctx.ring_bc, ctx.downs_bc, ctx.timers, ctx.seed, ctx.until
 
@@ -1805,7 +1809,7 @@ def _probe_counts(ctx: _Context, versions: DataFrame, bins: _Bins) -> tuple[np.n
     return counts.probes.to_numpy(np.int64), counts.replies.to_numpy(np.int64)
 
 
-def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: float, bins: _Bins,
+def _probes_answered(ring: Ring, downs: Downs, tm: Timers, seed: int, until: float, bins: Bins,
                      df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per bin: probes x sends to y at its ticks in [t_from, t_to) while up, and y's replies (to the probes
     that reach y up, before the end)."""

@@ -15,7 +15,6 @@ sequential reference (`reference/timed_events`) sends them one by one, and the t
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -26,7 +25,7 @@ from pyspark.sql import functions as F
 
 from scribe_spark.columns import NODE, TOPIC
 from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions, with_distance
-from scribe_spark.pastry.timed import first_ticks, guess_ticks, keepalive_phase
+from scribe_spark.pastry.timed import Bins, first_ticks, guess_ticks, keepalive_phase
 from scribe_spark.scribe.trees import Trees, multicast
 
 EVENT, T_AT, GONE = "event", "t", "t_gone"
@@ -55,9 +54,9 @@ class Heartbeats:
                              "stopped")
 
     @property
-    def bins(self) -> int:
-        """How many bins the run has (as the Pastry run's maintenance counts)."""
-        return max(1, math.ceil(self.until / self.bin_ms - 1e-9))
+    def bins(self) -> Bins:
+        """The run's bins (those the Pastry run counts its maintenance in)."""
+        return Bins(self.until, self.bin_ms)
 
     def phase(self, nodes: np.ndarray) -> np.ndarray:
         """Each node's first heartbeat tick, uniform in [0, period), from the seed and the node alone."""
@@ -138,7 +137,7 @@ def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats,
             n = hb.first_tick(p, end).astype(np.int64)   # ticks 0 .. n - 1 happen
             row = np.repeat(np.arange(len(p)), n)
             k = np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)
-            at = _bin(hb, hb.tick(p[row], k))
+            at = hb.bins.of(hb.tick(p[row], k))
             yield pd.DataFrame({"bin": at, "n": f.children.to_numpy(np.int64)[row]})
     sent = _bin_counts(parents.mapInPandas(ticks, "bin long, n long"), hb)
     spared = _sends(trees, copies, gone, hb).filter(F.col("tick") < F.col("end"))
@@ -146,15 +145,10 @@ def heartbeats(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats,
     return sent - _bin_counts(spared.select(F.col("bin"), F.lit(1).cast("long").alias("n")), hb)
 
 
-def _bin(hb: Heartbeats, t: np.ndarray) -> np.ndarray:
-    """Each time's bin (the last bin takes what rounds past it)."""
-    return np.minimum((t // hb.bin_ms).astype(np.int64), hb.bins - 1)
-
-
 def _bin_counts(frame: DataFrame, hb: Heartbeats) -> np.ndarray:
     """Sum of `n` per `bin`, as an array over the run's bins."""
     got = frame.groupBy("bin").agg(F.sum("n").alias("n")).toPandas()
-    out = np.zeros(hb.bins, np.int64)
+    out = np.zeros(hb.bins.n, np.int64)
     out[got["bin"].to_numpy(np.int64)] = got.n.to_numpy(np.int64)
     return out
 
@@ -173,7 +167,7 @@ def _sends(trees: Trees, copies: DataFrame, gone: DataFrame, hb: Heartbeats) -> 
             k = hb.first_tick(p, f.s.to_numpy(np.float64))
             tick = hb.tick(p, k)
             yield pd.DataFrame({TOPIC: f[TOPIC], "p": p, "c": f.c, "s": f.s, "end": end,
-                                "k": k.astype(np.int64), "tick": tick, "bin": _bin(hb, tick),
+                                "k": k.astype(np.int64), "tick": tick, "bin": hb.bins.of(tick),
                                 "last": hb.first_tick(p, end).astype(np.int64) - 1})
     schema = f"{TOPIC} long, p long, c long, s double, end double, k long, tick double, bin long, last long"
     return sends.mapInPandas(spare, schema)
