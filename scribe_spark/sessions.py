@@ -8,7 +8,9 @@ Arrivals at rate nodes / mean keep the expected size steady whatever the law (Li
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +89,23 @@ class SessionLaw:
 
 def read_trace(path: str | Path) -> pd.DataFrame:
     """Read a session trace (CSV: node, start_s, end_s; one row per session); raise ValueError naming
-    the first problem. Rows come back sorted by start, then node."""
+    the first problem. Rows come back sorted by start, then node. A file is parsed once per process (while
+    unchanged): the check, the ring's size and the run all read it; each caller gets its own copy."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return _parse_trace(path)   # which names the reason
+    return _parsed_trace(str(Path(path).resolve()), st.st_mtime_ns, st.st_size).copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_trace(path: str, _mtime_ns: int, _size: int) -> pd.DataFrame:
+    """`_parse_trace`'s frame for a file's version (its path, time of change and size)."""
+    return _parse_trace(path)
+
+
+def _parse_trace(path: str | Path) -> pd.DataFrame:
+    """`read_trace`'s work: parse and check the file."""
     try:
         # blank lines kept while reading, so that a row's number is its line in the file
         t = pd.read_csv(path, skip_blank_lines=False)

@@ -108,3 +108,16 @@ def test_members_by_epoch_replays_the_runs_rules(tmp_path):
     # epoch 0 ends at 60: b has left, a stays (d joins at 60); epoch 1: a (100) and d (90) have left
     # (e joins at 120); epoch 2: e (62) has left before a's second session joins at 180
     assert members_by_epoch(read_trace(f), 3, 60.0) == [1, 0, 0]
+
+
+def test_a_trace_is_parsed_once_while_unchanged(tmp_path, monkeypatch):
+    from scribe_spark import sessions
+    parses = []
+    parse = sessions._parse_trace
+    monkeypatch.setattr(sessions, "_parse_trace", lambda path: parses.append(path) or parse(path))
+    f = _trace(tmp_path, "node,start_s,end_s\na,0,10\nb,0,20\n")
+    first = read_trace(f)
+    first.loc[:, "end_s"] = -1.0            # a caller's copy: the next reading does not see it
+    assert read_trace(f).end_s.tolist() == [10.0, 20.0] and len(parses) == 1
+    f.write_text("node,start_s,end_s\na,0,10\nb,0,20\nc,5,30\n")   # changed: read again
+    assert len(read_trace(f)) == 3 and len(parses) == 2
