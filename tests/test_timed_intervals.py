@@ -91,7 +91,7 @@ def test_probes_and_replies_are_the_enumerated_ones(width):
     spans = _spans(rng)
     ring, downs = small_ring(N, leaf=LEAF), _downs(spans)
     df = _rows(rng, ring)
-    bins = timed._Bins(UNTIL, width)
+    bins = timed.Bins(UNTIL, width)
     got = timed._probes_answered(ring, downs, TM, 5, UNTIL, bins, df)
     sent, back = [], []
     for r in df.itertuples():

@@ -377,10 +377,10 @@ def test_probes_are_binned_the_same_a_few_rows_at_a_time(monkeypatch):
     df = pd.DataFrame({"x": np.repeat(np.arange(60), 8), "y": np.concatenate(members),
                        "t_from": -np.inf, "t_to": np.inf})
     args = (ring, crash, tm, 5, 9000.0)
-    whole = timed._probes_answered(*args, timed._Bins(9000.0, 700.0), df)
+    whole = timed._probes_answered(*args, timed.Bins(9000.0, 700.0), df)
     monkeypatch.setattr(timed, "TICKS_AT_ONCE", 37)
-    chunked = timed._probes_answered(*args, timed._Bins(9000.0, 700.0), df)
-    one = timed._probes_answered(*args, timed._Bins(9000.0, None), df)
+    chunked = timed._probes_answered(*args, timed.Bins(9000.0, 700.0), df)
+    one = timed._probes_answered(*args, timed.Bins(9000.0, None), df)
     assert all(np.array_equal(a, b) for a, b in zip(whole, chunked)) and len(whole[0]) == 13
     assert [int(c.sum()) for c in whole] == [int(c[0]) for c in one] and whole[1].sum() < whole[0].sum()
 
