@@ -756,9 +756,9 @@ class PastryTimedParams(AnyProximity):
                                            "process; a crashed node issues none)", unit="1/s", lo=0.0,
                                      hi=1000.0)
     topics: int = count(0, "Scribe topics (0: none): each has `subscribers` subscribers among the nodes up "
-                           "at the start, whose tree is built on the overlay at the start; their events "
-                           "are routed to the root by Pastry in time and go down the tree at the link "
-                           "delays", lo=0, hi=100_000)
+                           "at the start, whose tree is built on the overlay at the start (and repaired in "
+                           "time: resubscribe); their events are routed to the root by Pastry in time and go "
+                           "down the tree at the link delays", lo=0, hi=100_000)
     subscribers: int = count(10, "subscribers of each topic (topics > 0), drawn among the nodes up at the "
                                  "start")
     publications_per_topic_s: float = knob(0.1, "events published per topic and second (a Poisson process; "
@@ -772,6 +772,10 @@ class PastryTimedParams(AnyProximity):
                                             "heartbeat, and more than heartbeat_s plus the longest delay and "
                                             "hop_ms)",
                                       unit="s", lo=0.0, hi=TIME_MAX_S, lo_open=True)
+    resubscribe: bool = knob(True, "Scribe's tree repair (topics > 0): a child that declares its parent "
+                                   "dead, and a subscriber that comes back, sends a SUBSCRIBE, routed by "
+                                   "Pastry in time, that grafts it at the first node holding the topic; "
+                                   "false keeps the trees of the start, unrepaired")
     keepalive_s: tuple[float, ...] = knob((30.0,), "periods of the leaf-set keep-alive probes, one sweep "
                                                    "point each (with every mean_session_s)", unit="s",
                                           lo=0.0, hi=TIME_MAX_S, lo_open=True, min_items=1)

@@ -339,7 +339,12 @@ PASTRY_TIMED = {t.name: t for t in (
           ("heartbeat_msgs_per_node_s", "1/s", "Scribe heartbeats sent (topics > 0: a parent's to a child "
                                                "it sent no event since its last tick), per live node and "
                                                "second"),
-          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the seven above) per live node "
+          ("subscribe_msgs_per_node_s", "1/s", "Scribe repair messages (topics > 0): the hops of the "
+                                               "SUBSCRIBEs of children that declared their parent dead and "
+                                               "of subscribers that came back (those that arrived), and the "
+                                               "acknowledgements of the children taken, per live node and "
+                                               "second"),
+          ("maintenance_msgs_per_node_s", "1/s", "all maintenance messages (the eight above) per live node "
                                                  "and second"),
           ("maintenance_bytes_per_node_s", "B/s", "the same messages' bytes (message sizes: the experiment's "
                                                   "notes) per live node and second"),
@@ -365,12 +370,16 @@ PASTRY_TIMED = {t.name: t for t in (
                           "count the declarations made after it came back and before it next went, by "
                           "nodes it had not told"),
           ("orphans", "", "tree edges (topic, child) the node was the parent of when it went (topics > 0; "
-                          "its first departure only: it holds no tree after it; children that went before "
-                          "it included)"),
+                          "children that went before it included; a node that came back is a parent again "
+                          "only of children a SUBSCRIBE gave it since)"),
           ("orphans_noticed", "", "of those, the children that declared it dead before the end (one that "
                                   "went first, or would have after the end, does not)"),
           ("orphans_noticed_after_s", "s", "time from the departure to the last of those declarations "
-                                           "(empty: none before the end)")),
+                                           "(empty: none before the end)"),
+          ("orphans_reconnected", "", "of the orphans, the children some node took again for the topic "
+                                      "before the end (a SUBSCRIBE grafted them back)"),
+          ("orphans_reconnected_after_s", "s", "time from the departure to the last of those grafts (empty: "
+                                               "none before the end)")),
     table("sweep", "one row per sweep point (mean_session_s x keepalive_s), over the run from warmup_s on "
                    "(the whole run by default): the departures in that time, the lookups and events issued "
                    "in it, its messages and node life",
@@ -386,8 +395,9 @@ PASTRY_TIMED = {t.name: t for t in (
           ("lookup_latency_ms_mean", "ms", "mean latency of the delivered lookups"),
           ("lookup_latency_ms_p99", "ms", "99th percentile of the same"),
           ("timeouts_per_lookup", "", "mean retransmission timeouts per lookup issued"),
-          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave, rejoin, join "
-                                                 "and heartbeat messages per live node and second"),
+          ("maintenance_msgs_per_node_s", "1/s", "keep-alive, leaf-set and table repair, leave, rejoin, "
+                                                 "join, heartbeat and SUBSCRIBE messages per live node and "
+                                                 "second"),
           ("maintenance_bytes_per_node_s", "B/s", "their bytes per live node and second"),
           ("crash_detected_after_s_mean", "s", "mean time from a crash to its first declaration"),
           ("crash_repaired_after_s_mean", "s", "mean time from a crash to the repair of every leaf set that "

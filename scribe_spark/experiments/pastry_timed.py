@@ -18,8 +18,9 @@ inputs and the run stops if any lookup, detection, repair or message count diffe
 topic has `subscribers` subscribers among the members up at the start, on the tree Scribe builds on the
 overlay at the start; events published as a Poisson process are routed to their roots as the lookups are
 and sent down the trees at the link delays, parents send their children heartbeats, and a child that hears
-nothing from its parent for `heartbeat_timeout_s` declares it dead; the trees are not repaired
-(`experiments.timed_events`, `scribe.timed`).
+nothing from its parent for `heartbeat_timeout_s` declares it dead and, with `resubscribe`, sends a
+SUBSCRIBE that Pastry routes in time and that grafts it back (in rounds: `_simulated`;
+`experiments.timed_events`, `scribe.timed`).
 
 `mean_session_s` and `keepalive_s` take lists: every pair is a sweep point, run from the same converged
 state (with `start = "steady"`, that of the nodes up at its start) with the same draws. Tables:
@@ -33,11 +34,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from scribe_spark import ids
+from scribe_spark import bsp, ids
 from scribe_spark import report as plots
 from scribe_spark.config import PastryTimedParams
 from scribe_spark.experiments import timed_events
@@ -408,19 +410,10 @@ def _point(p: PastryTimedParams, run: Run, ring: Ring, starts: _Starts, at: Poin
             f"{back}{new}; {len(lookups):,} lookups"
             + (f", {len(events.published):,} events" if events is not None else ""))
     overlay = starts.of(gone.absent)
-    got = timed.simulate(overlay, gone.crashes, timed_events.routed(lookups, events), timers(p, at),
-                         1000.0 * p.duration_s, seed=p.seed, bin_ms=1000.0 * p.bin_s, leaves=gone.leaves,
-                         recoveries=gone.returns, newcomers=gone.newcomers)
-    if got.joined is not None:
-        run.log(f"{at.label}: {len(got.joined):,} newcomers built their state, {len(got.joins_lost):,} "
-                f"JOINs tried again")
-    run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
-            f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
-            f"{len(got.table_repairs):,} table entries refilled")
-    whole, got = got, replace(got, lookups=got.lookups.iloc[:len(lookups)])   # the lookups' own routes
-    scribe = _events(p, at, run, overlay, gone, events, whole, len(lookups))
+    whole, scribe, subs = _simulated(p, at, run, overlay, gone, lookups, events, t0)
+    got = replace(whole, lookups=whole.lookups.iloc[:len(lookups)])   # the lookups' own routes
     if p.check:
-        _check(p, at, run, ring, gone, timed_events.routed(lookups, events), whole, events, scribe)
+        _check(p, at, run, ring, gone, timed_events.routed(lookups, events), whole, events, scribe, subs)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got, scribe), repairs(gone, got, scribe)
     notes = {**keys, **gone.counts(), "lookups": len(lookups), "passes": got.passes,
@@ -437,19 +430,99 @@ def heartbeats(p: PastryTimedParams) -> scribe_timed.Heartbeats:
                                    1000.0 * p.duration_s, 1000.0 * p.bin_s)
 
 
-def _events(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures,
-            events: timed_events.Events | None, got: timed.TimedRun,
-            lookups: int) -> timed_events.Outcomes | None:
-    """What the events and heartbeats did (None: no topics); the copies themselves kept with `check` only."""
+# rounds of SUBSCRIBEs a run may take (`_simulated`): each gets right at least the earliest SUBSCRIBE the
+# round before got wrong, and a run has few SUBSCRIBEs that follow one another
+ROUNDS_MAX = 50
+
+
+def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures, lookups: pd.DataFrame,
+               events: timed_events.Events | None, t0: float
+               ) -> tuple[timed.TimedRun, timed_events.Outcomes | None, pd.DataFrame | None]:
+    """The timed run of the lookups and the events, and what the events and heartbeats did (None: no
+    topics), with the SUBSCRIBEs routed (None: no topics).
+
+    A child that declares its parent dead re-subscribes, and its SUBSCRIBE is routed by the same run as
+    the lookups; so the run goes in rounds: each routes the SUBSCRIBEs the round before asked for (at
+    first, a guess: those of the subscribers that come back, and of the timeouts that heartbeats alone
+    would give on the trees of the start), stopping where the round before's trees held their topic, until
+    a round asks for the same SUBSCRIBEs and grows the same trees as the one before. Each round after the
+    first starts from the last's events (`timed.simulate`'s `warm`). Without resubscribe, one round."""
+    asked = timed_events.routed(lookups, events)
     if events is None:
-        return None
+        return _pastry(p, at, run, overlay, gone, asked, t0), None, None
+    start, asks, warm = timed_events.begin(overlay, events, gone.spans), _asks(p, events, gone), None
+    try:
+        # an event's copy only moves when a child last heard from its parent: the timeouts of heartbeats
+        # alone make a first round close to the last
+        quiet = timed_events.quiet_timeouts(overlay, start, heartbeats(p)) if p.resubscribe else None
+        subs = asks(timed_events.NO_TIMEOUTS if quiet is None else quiet)
+        holders = timed_events.holders(start.timed, events.topics)
+        for r in range(1, ROUNDS_MAX + 1):
+            routes = pd.concat([asked, subs[asked.columns]], ignore_index=True)
+            some = len(subs) > 0   # without SUBSCRIBEs, the run of the lookups and events alone
+            got = _pastry(p, at, run, overlay, gone, routes, t0, warm, len(asked) if some else None,
+                          holders if some else None, keep=True)
+            if warm is not None:
+                bsp.release(warm)
+            warm = got.events
+            scribe = _events(p, at, run, overlay, start, gone, events, got, len(lookups), subs)
+            again = asks(scribe.timeouts)
+            if again.equals(subs) and scribe.holders.equals(holders):
+                return got, scribe, subs
+            run.log(f"{at.label}: round {r} asks for {len(again):,} SUBSCRIBEs (the round before routed "
+                    f"{len(subs):,}); another round")
+            subs, holders = again, scribe.holders
+        raise RuntimeError(f"{at.label}: the SUBSCRIBEs still changed after {ROUNDS_MAX} rounds")
+    finally:
+        if warm is not None:
+            bsp.release(warm)
+        start.release()
+
+
+def _asks(p: PastryTimedParams, events: timed_events.Events,
+          gone: Departures) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The SUBSCRIBEs a round's heartbeat timeouts ask for (`timed_events.subscribes`; none without
+    resubscribe)."""
+    until = 1000.0 * p.duration_s
+
+    def asks(timeouts: pd.DataFrame) -> pd.DataFrame:
+        subs = timed_events.subscribes(events, timeouts, gone.spans, until)
+        return subs if p.resubscribe else subs.iloc[:0]
+    return asks
+
+
+def _pastry(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departures, routes: pd.DataFrame,
+            t0: float, warm=None, subscribes: int | None = None, holders: pd.DataFrame | None = None,
+            keep: bool = False) -> timed.TimedRun:
+    """One timed run of the lookups, events and SUBSCRIBEs `routes` (those from id `subscribes` on, stopping
+    where `holders` hold their topics), from `warm` (`timed.simulate`), its events kept with `keep`."""
+    got = timed.simulate(overlay, gone.crashes, routes, timers(p, at), 1000.0 * p.duration_s, seed=p.seed,
+                         bin_ms=1000.0 * p.bin_s, leaves=gone.leaves, recoveries=gone.returns,
+                         newcomers=gone.newcomers, subscribes=subscribes, holders=holders, warm=warm,
+                         keep=keep)
+    if got.joined is not None:
+        run.log(f"{at.label}: {len(got.joined):,} newcomers built their state, {len(got.joins_lost):,} "
+                f"JOINs tried again")
+    run.log(f"{at.label}: simulated in {got.passes} passes ({time.time() - t0:.1f}s): "
+            f"{len(got.detections):,} detections, {len(got.repairs):,} leaf sets repaired, "
+            f"{len(got.table_repairs):,} table entries refilled")
+    return got
+
+
+def _events(p: PastryTimedParams, at: Point, run: Run, overlay, start: timed_events.Start, gone: Departures,
+            events: timed_events.Events, got: timed.TimedRun, lookups: int,
+            subs: pd.DataFrame) -> timed_events.Outcomes:
+    """What the events and heartbeats did on the trees the SUBSCRIBEs `subs` grew; the copies themselves
+    kept with `check` only."""
     t0 = time.time()
-    done = timed_events.ends(got, lookups)
-    out = timed_events.outcomes(overlay, events, done, gone.spans, heartbeats(p), keep=p.check)
+    done = timed_events.ends(got, lookups, len(events.published))
+    paths = timed_events.hops(subs, got, lookups + len(events.published))
+    out = timed_events.outcomes(overlay, start, events, done, gone.spans, heartbeats(p), paths, keep=p.check)
     n = _reached(out)
     run.log(f"{at.label}: {n['events']:,} events issued reached {n['reached']:,} of the {n['expected']:,} "
             f"deliveries to subscribers up at their issue; {int(out.heartbeats.sum()):,} heartbeats, "
-            f"{len(out.timeouts):,} parents declared dead by a child ({time.time() - t0:.1f}s)")
+            f"{len(out.timeouts):,} parents declared dead by a child, {len(subs):,} SUBSCRIBEs "
+            f"({time.time() - t0:.1f}s)")
     return out
 
 
@@ -464,30 +537,56 @@ def _reached(scribe: timed_events.Outcomes | None) -> dict[str, int]:
 
 def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departures, routed: pd.DataFrame,
            got: timed.TimedRun, events: timed_events.Events | None = None,
-           scribe: timed_events.Outcomes | None = None) -> None:
+           scribe: timed_events.Outcomes | None = None, subs: pd.DataFrame | None = None) -> None:
     """Run the sequential reference on the same inputs; raise if anything differs."""
     t0 = time.time()
     until = 1000.0 * p.duration_s
     sim = reference_pastry(ring, timers(p, at), p.seed, gone)
-    # before the run: the converged states the trees are built on (only with topics)
-    start = {x: sim.node_state(x)[:3] for x in range(ring.n)} if events is not None else {}
-    ref = reference_result(sim, gone, routed, until)
-    differ = _differences(got, ref, 1000.0 * p.bin_s)
-    if events is not None and scribe is not None:
-        first = len(routed) - len(events.published)   # the events' routes follow the lookups'
-        copies, beats, timeouts = timed_events.reference_outcomes(
-            ring, start, events, ref.lookups, first, list(gone.spans.itertuples(index=False, name=None)),
-            heartbeats(p))
-        differ += [name for name, same in (("event deliveries", scribe.copies.equals(copies)),
-                                           ("heartbeats per bin", np.array_equal(scribe.heartbeats, beats)),
-                                           ("heartbeat timeouts", scribe.timeouts.equals(timeouts)))
+    if events is None or scribe is None:
+        differ = _differences(got, reference_result(sim, gone, routed, until), 1000.0 * p.bin_s)
+    else:
+        ref, mine, asked = _reference_rounds(p, ring, gone, routed, events, sim)
+        differ = [] if asked.equals(subs) else ["SUBSCRIBEs"]
+        differ += _differences(got, ref, 1000.0 * p.bin_s) if not differ else []
+        timeouts = scribe.timeouts.drop(columns="t_gone")
+        differ += [name for name, same in (("event deliveries", scribe.copies.equals(mine.copies)),
+                                           ("heartbeats per bin", np.array_equal(scribe.heartbeats,
+                                                                                 mine.heartbeats)),
+                                           ("heartbeat timeouts", timeouts.equals(mine.timeouts)))
                    if not same]
     if differ:
         raise RuntimeError(f"{at.label}: the sequential reference differs from the Spark run in: "
                            f"{', '.join(differ)}")
-    what = "lookups, detections, repairs" + (", events, heartbeats" if events is not None else "")
+    what = "lookups, detections, repairs" + (", events, heartbeats, SUBSCRIBEs" if events is not None else "")
     run.log(f"{at.label}: the sequential reference gives the same {what} and messages "
             f"({time.time() - t0:.1f}s)")
+
+
+def _reference_rounds(p: PastryTimedParams, ring: Ring, gone: Departures, routed: pd.DataFrame,
+                      events: timed_events.Events, sim) -> tuple:
+    """The reference's own rounds of SUBSCRIBEs (as `_simulated`'s): its last Pastry run, its Scribe, and the
+    SUBSCRIBEs it routed."""
+    until, spans = 1000.0 * p.duration_s, list(gone.spans.itertuples(index=False, name=None))
+    start = {x: sim.node_state(x)[:3] for x in range(ring.n)}   # before any run: the converged states
+    asks = _asks(p, events, gone)
+    subs = asks(timed_events.NO_TIMEOUTS)
+    mine = timed_events.reference_outcomes(ring, start, events, None, 0, spans, heartbeats(p))
+    for _ in range(ROUNDS_MAX):
+        routes = pd.concat([routed, subs[routed.columns]], ignore_index=True)
+        topic, first, held = subs.topic.to_numpy(np.int64), len(routed), mine.holds
+
+        def holds(lid: int, v: int, t: float) -> bool:
+            return held(int(topic[lid - first]), v, t)
+        ref = reference_result(sim, gone, routes, until, subscribes=first if len(subs) else None,
+                               holds=holds if len(subs) else None)
+        last = mine
+        mine = timed_events.reference_outcomes(ring, start, events, ref, first - len(events.published), spans,
+                                               heartbeats(p), subs)
+        again = asks(mine.timeouts)
+        if again.equals(subs) and mine.holdings == last.holdings:
+            return ref, mine, subs
+        subs = again
+    raise RuntimeError(f"the reference's SUBSCRIBEs still changed after {ROUNDS_MAX} rounds")
 
 
 def reference_differences(ring: Ring, tm: timed.Timers, seed: int, gone: Departures, lookups: pd.DataFrame,
@@ -521,12 +620,13 @@ def reference_pastry(ring: Ring, tm: timed.Timers, seed: int, gone: Departures):
 
 
 def reference_result(sim, gone: Departures, lookups: pd.DataFrame, until: float,
-                     newcomers: set[int] | None = None):
-    """The reference `sim`'s run of the departures and returns, the lookups and the newcomers."""
+                     newcomers: set[int] | None = None, **subscribes):
+    """The reference `sim`'s run of the departures and returns, the lookups and the newcomers (and the
+    SUBSCRIBEs among the lookups, `subscribes`: `TimedPastry.run`'s)."""
     keys = (lookups[c].to_numpy(np.uint64).tolist() for c in ("key_hi", "key_lo"))
     asked = list(zip(lookups.t_issue.tolist(), lookups.src.tolist(), *keys))
     joining = set(gone.newcomers.tolist()) | (newcomers or set())
-    return sim.run(gone.crashes, asked, until, gone.leaves, gone.returns, joining)
+    return sim.run(gone.crashes, asked, until, gone.leaves, gone.returns, joining, **subscribes)
 
 
 def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
@@ -581,14 +681,26 @@ def timeline(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Dat
         sent = _sent(got.maintenance, kinds).sum(axis=1).to_numpy(np.float64)
         rows[f"{name}_msgs_per_node_s"] = timed_events.ratio(sent, alive_s)   # no node alive: no rate
     n = len(starts)
-    beats = np.zeros(n, np.int64) if scribe is None else scribe.heartbeats
+    (beats, subscribes), size = _scribe_msgs(scribe, p, n)
     rows["heartbeat_msgs_per_node_s"] = timed_events.ratio(beats, alive_s)
+    rows["subscribe_msgs_per_node_s"] = timed_events.ratio(subscribes, alive_s)
     rows["maintenance_msgs_per_node_s"] = (sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
-                                           + rows.heartbeat_msgs_per_node_s)
-    sent = _bytes(got.maintenance, p) + beats * message_bytes("heartbeat", p.leaf_set)
-    rows["maintenance_bytes_per_node_s"] = timed_events.ratio(sent, alive_s)
+                                           + rows.heartbeat_msgs_per_node_s + rows.subscribe_msgs_per_node_s)
+    rows["maintenance_bytes_per_node_s"] = timed_events.ratio(_bytes(got.maintenance, p) + size, alive_s)
     events = timed_events.none(n) if scribe is None else timed_events.bins(scribe.per_event, width, n)
     return rows.join(events)
+
+
+def _scribe_msgs(scribe: timed_events.Outcomes | None, p: PastryTimedParams,
+                 n: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Scribe's maintenance per bin: (heartbeats, SUBSCRIBE hops and acknowledgements) and their bytes."""
+    if scribe is None:
+        return (np.zeros(n, np.int64), np.zeros(n, np.int64)), np.zeros(n, np.float64)
+    hops = np.zeros(n, np.int64) if scribe.subscribe_msgs is None else scribe.subscribe_msgs
+    acks = np.zeros(n, np.int64) if scribe.acks is None else scribe.acks
+    size = (scribe.heartbeats * message_bytes("heartbeat", p.leaf_set) + hops * message_bytes("subscribe", 0)
+            + acks * message_bytes("subscribe_ack", 0)).astype(np.float64)
+    return (scribe.heartbeats, hops + acks), size
 
 
 def _sent(maintenance: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
@@ -602,7 +714,8 @@ def message_bytes(kind: str, leaf_set: int, row: int = 16) -> int:
     of a routing-table row, 2^b)."""
     extra = {"leaf_reply": 1 + leaf_set * HANDLE_BYTES, "rejoin_reply": 1 + leaf_set * HANDLE_BYTES,
              "table_request": 2, "table_reply": 2 + HANDLE_BYTES, "join": HANDLE_BYTES,
-             "join_reply": 1 + (leaf_set + row) * HANDLE_BYTES, "heartbeat": TOPIC_BYTES}
+             "join_reply": 1 + (leaf_set + row) * HANDLE_BYTES, "heartbeat": TOPIC_BYTES,
+             "subscribe": TOPIC_BYTES + HANDLE_BYTES, "subscribe_ack": TOPIC_BYTES}
     return HEADER_BYTES + extra.get(kind, 0)
 
 
@@ -642,9 +755,10 @@ def sweep_row(p: PastryTimedParams, ring: Ring, gone: Departures, lookups: pd.Da
     window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
                           p.hop_ms).iloc[0]
     alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
-    beats = 0 if scribe is None else int(scribe.heartbeats[first:].sum())
-    sent = float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum()) + beats
-    size = float(_bytes(bins, p).sum()) + beats * message_bytes("heartbeat", p.leaf_set)
+    (beats, subscribes), scribe_size = _scribe_msgs(scribe, p, len(got.maintenance))
+    sent = (float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum()) + int(beats[first:].sum())
+            + int(subscribes[first:].sum()))
+    size = float(_bytes(bins, p).sum()) + float(scribe_size[first:].sum())
     spans = gone.within   # in the order of rep's rows
     went = spans.down.to_numpy(np.float64) // width >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
@@ -739,19 +853,27 @@ def repairs(gone: Departures, got: timed.TimedRun,
 
 
 def _orphans(out: pd.DataFrame, left: pd.DataFrame, scribe: timed_events.Outcomes | None) -> pd.DataFrame:
-    """`repairs`' rows with the tree edges the departed node was the parent of (at its first departure: it
-    holds no tree after it), how many of those children declared it dead before the end (one gone first,
-    or too late, does not), and the time from the departure to the last of those declarations."""
-    node, down = left.node.to_numpy(np.int64), left.down.to_numpy(np.float64)
-    first = down == pd.Series(down).groupby(node).transform("min").to_numpy()
+    """`repairs`' rows with the tree edges the departed node was the parent of when it went, how many of
+    those children declared it dead before the end (one gone first, or too late, does not) and the time
+    from the departure to the last of those declarations, and how many some node took again for the topic
+    (a re-SUBSCRIBE grafted) and the time to the last of those."""
     if scribe is None:
-        return out.assign(orphans=0, orphans_noticed=0, orphans_noticed_after_s=np.nan)
-    children = scribe.orphaned.set_index("parent").children
-    by = scribe.timeouts.groupby("parent").t
-    n = np.where(first, children.reindex(node, fill_value=0).to_numpy(np.int64), 0)
-    told = np.where(first, by.size().reindex(node, fill_value=0).to_numpy(np.int64), 0)
-    noticed = np.where(first, by.max().reindex(node).to_numpy(np.float64), np.nan)
-    return out.assign(orphans=n, orphans_noticed=told, orphans_noticed_after_s=(noticed - down) / 1000.0)
+        return out.assign(orphans=0, orphans_noticed=0, orphans_noticed_after_s=np.nan, orphans_reconnected=0,
+                          orphans_reconnected_after_s=np.nan)
+    key = pd.MultiIndex.from_arrays([left.node.to_numpy(np.int64), left.down.to_numpy(np.float64)])
+    down = left.down.to_numpy(np.float64)
+
+    def per_going(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """How many rows each departure has (by parent and t_gone), and the latest t among them."""
+        by = rows.groupby(["parent", "t_gone"]).t
+        return (by.size().reindex(key, fill_value=0).to_numpy(np.int64),
+                by.max().reindex(key).to_numpy(np.float64))
+    children = scribe.orphaned.set_index(["parent", "t_gone"]).children.reindex(key, fill_value=0)
+    told, noticed = per_going(scribe.timeouts)
+    back, joined = per_going(scribe.reconnected)
+    return out.assign(orphans=children.to_numpy(np.int64), orphans_noticed=told,
+                      orphans_noticed_after_s=(noticed - down) / 1000.0, orphans_reconnected=back,
+                      orphans_reconnected_after_s=(joined - down) / 1000.0)
 
 
 def report(outcome: Outcome, p: PastryTimedParams, run: Run) -> None:
@@ -871,8 +993,9 @@ def _topics(p: PastryTimedParams) -> str:
     """The Scribe workload, in words (nothing without topics)."""
     if not p.topics:
         return ""
+    trees = ("repaired by re-SUBSCRIBEs in time" if p.resubscribe else "not repaired")
     return (f"; {p.topics} Scribe topics of {p.subscribers} subscribers each, {p.publications_per_topic_s:g} "
-            "events per topic per second, sent down the trees built at the start (not repaired)")
+            f"events per topic per second, sent down the trees built at the start ({trees})")
 
 
 def _law(p: PastryTimedParams) -> str:

@@ -24,14 +24,16 @@ from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import Overlay
 from scribe_spark.scribe import timed as scribe_timed
 from scribe_spark.scribe.topics import Topics
-from scribe_spark.scribe.trees import subscribe, subscriptions_frame
+from scribe_spark.scribe.trees import Trees, subscribe, subscriptions_frame
 from scribe_spark.spark.arrow import local_frame
 from scribe_spark.streams import Purpose, stream
 from scribe_spark.workloads.scribe_groups import named_topics
 
 DELIVERED = ("correct", "wrong")   # a route that ended at a node (the root, or another: then lost)
 COPY_TYPES = {"event": np.int64, "node": np.int64, "t": np.float64}
-TIMEOUT_TYPES = {"topic": np.int64, "parent": np.int64, "child": np.int64, "t": np.float64}
+TIMEOUT_TYPES = {"topic": np.int64, "parent": np.int64, "child": np.int64, "t": np.float64,
+                 "t_gone": np.float64}   # t_gone: when the parent went (the edge's end)
+PATH_SCHEMA = "topic long, path long, i long, node long, t double, ended boolean"
 LATENCY = "decimal(38, 12)"   # latencies summed exactly: up to 10^26 ms in all, to the picosecond
 
 
@@ -71,9 +73,10 @@ def routed(lookups: pd.DataFrame, events: Events | None) -> pd.DataFrame:
     return pd.concat([lookups, events.published[lookups.columns]], ignore_index=True)
 
 
-def ends(got: timed.TimedRun, lookups: int) -> pd.DataFrame:
-    """The events' routes' ends, from the run of `routed` (event: numbered from 0)."""
-    done = got.lookups.iloc[lookups:].reset_index(drop=True)
+def ends(got: timed.TimedRun, lookups: int, events: int) -> pd.DataFrame:
+    """The events' routes' ends, from the run of `routed` (event: numbered from 0): the `events` routes
+    after the `lookups` first."""
+    done = got.lookups.iloc[lookups:lookups + events].reset_index(drop=True)
     return done.assign(event=np.arange(len(done), dtype=np.int64))
 
 
@@ -81,6 +84,84 @@ def first_goings(gone_spans: pd.DataFrame) -> pd.DataFrame:
     """(node, t_gone): when each node that went down within the run first did."""
     within = gone_spans[np.isfinite(gone_spans.down)]
     return within.groupby("node", as_index=False).down.min().rename(columns={"down": "t_gone"})
+
+
+NO_TIMEOUTS = pd.DataFrame({"topic": np.zeros(0, np.int64), "child": np.zeros(0, np.int64),
+                            "t": np.zeros(0, np.float64)})
+
+
+def subscribes(events: Events, timeouts: pd.DataFrame, gone_spans: pd.DataFrame,
+               until: float) -> pd.DataFrame:
+    """The SUBSCRIBEs a run routes (t_issue, src, key_hi, key_lo, topic): each child that declared its parent
+    dead re-subscribes then, and each subscriber that comes back re-subscribes at its return (it lost its
+    place in the tree); in order of time, topic and node."""
+    back = gone_spans[np.isfinite(gone_spans.down) & (gone_spans.up < until)]
+    returns = events.subscribers.merge(back[["node", "up"]], on="node").rename(columns={"up": "t"})
+    rows = pd.concat([returns[["topic", "node", "t"]],
+                      timeouts.rename(columns={"child": "node"})[["topic", "node", "t"]]], ignore_index=True)
+    rows = rows.astype({"topic": np.int64, "node": np.int64, "t": np.float64}).sort_values(
+        ["t", "topic", "node"], kind="stable").reset_index(drop=True)
+    topic = rows.topic.to_numpy(np.int64)
+    return pd.DataFrame({"t_issue": rows.t.to_numpy(np.float64), "src": rows.node.to_numpy(np.int64),
+                         "key_hi": events.topics.hi[topic], "key_lo": events.topics.lo[topic],
+                         "topic": topic})
+
+
+def hops(subs: pd.DataFrame, got: timed.TimedRun, first: int) -> pd.DataFrame | None:
+    """The SUBSCRIBEs' hops (topic, path, i, node, t, ended) from the run that routed `subs` from id
+    `first` on (`ended`: Pastry delivered it at its last hop; None: no SUBSCRIBEs)."""
+    if got.paths is None or not len(subs):
+        return None
+    path = got.paths.lid.to_numpy(np.int64) - first
+    outcome = got.lookups.outcome.to_numpy()[first:]
+    return pd.DataFrame({"topic": subs.topic.to_numpy(np.int64)[path], "path": path,
+                         "i": got.paths.i.to_numpy(np.int64), "node": got.paths.node.to_numpy(np.int64),
+                         "t": got.paths.t.to_numpy(np.float64),
+                         "ended": np.isin(outcome[path], DELIVERED)})
+
+
+@dataclass
+class Start:
+    """The Scribe state a run starts from: the subscriptions, the trees Scribe builds on the overlay at the
+    start, and those trees in time (`scribe.timed.at_start`)."""
+
+    subs: DataFrame
+    trees: Trees
+    timed: scribe_timed.TimedTrees
+
+    def release(self) -> None:
+        """Free the cached frames."""
+        for frame in (self.trees.edges, self.trees.members, self.trees.roots, *self.timed.frames()):
+            frame.unpersist()
+
+
+def begin(overlay: Overlay, events: Events, gone_spans: pd.DataFrame) -> Start:
+    """Build the trees of the start, on the overlay at the start, and their holdings until each node first
+    goes down."""
+    spark = overlay.state.sparkSession
+    subs = subscriptions_frame(spark, events.subscribers.topic, events.subscribers.node)
+    trees = subscribe(overlay, events.topics, subs)
+    gone = F.broadcast(local_frame(spark, first_goings(gone_spans), "node long, t_gone double"))
+    return Start(subs, trees, scribe_timed.at_start(trees, gone))
+
+
+def quiet_timeouts(overlay: Overlay, start: Start, hb: scribe_timed.Heartbeats) -> pd.DataFrame:
+    """The heartbeat timeouts on the trees of the start if no event were published (`scribe.timed`)."""
+    spark = overlay.state.sparkSession
+    none = local_frame(spark, pd.DataFrame({"event": np.zeros(0, np.int64), "topic": np.zeros(0, np.int64),
+                                            "node": np.zeros(0, np.int64), "t": np.zeros(0, np.float64)}),
+                       "event long, topic long, node long, t double")
+    return scribe_timed.timeouts(overlay, start.timed, none, hb)
+
+
+def holders(timed: scribe_timed.TimedTrees, topics: Topics) -> pd.DataFrame:
+    """Who holds which topic when (topic, key_hi, key_lo, node, t_from, t_to), in order: where SUBSCRIBEs
+    stop."""
+    rows = timed.holds.toPandas().astype({"topic": np.int64, "node": np.int64})
+    rows = rows.sort_values(["topic", "node", "t_from"], kind="stable").reset_index(drop=True)
+    topic = rows.topic.to_numpy(np.int64)
+    return rows.assign(key_hi=topics.hi[topic], key_lo=topics.lo[topic])[
+        ["topic", "key_hi", "key_lo", "node", "t_from", "t_to"]]
 
 
 @dataclass(frozen=True)
@@ -96,46 +177,81 @@ class Outcomes:
     timeouts: pd.DataFrame
     orphaned: pd.DataFrame
     copies: pd.DataFrame | None
+    holders: pd.DataFrame | None = None       # `holders` of the trees in time
+    reconnected: pd.DataFrame | None = None   # topic, parent, t_gone, child, t: an orphan taken again
+    subscribe_msgs: np.ndarray | None = None  # per bin: SUBSCRIBE hops sent (that arrived)
+    acks: np.ndarray | None = None            # per bin: acknowledgements of the children taken
 
 
-def outcomes(overlay: Overlay, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame,
-             hb: scribe_timed.Heartbeats, keep: bool = False, forward: scribe_timed.Forward | None = None
-             ) -> Outcomes:
-    """Build the trees of the start, send the events down them, and count the heartbeats and timeouts
-    (`forward`: the application's forward upcall on events, `scribe.timed.deliver`).
+def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame,
+             hb: scribe_timed.Heartbeats, paths: pd.DataFrame | None = None, keep: bool = False,
+             forward: scribe_timed.Forward | None = None) -> Outcomes:
+    """Send the events down the trees (those of the start, changed by the SUBSCRIBEs of `paths` if any:
+    `hops`), and count the heartbeats and timeouts (`forward`: the application's forward upcall on events,
+    `scribe.timed.deliver`).
 
     The copies stay in Spark: only a row per event (and the copies, for the check) comes to the driver."""
     spark = overlay.state.sparkSession
-    subs = subscriptions_frame(spark, events.subscribers.topic, events.subscribers.node)
-    trees = subscribe(overlay, events.topics, subs)
     ended = done[done.outcome.isin(DELIVERED)]
     at_root = pd.DataFrame({"event": ended.event.to_numpy(np.int64),
                             "topic": events.published.topic.to_numpy(np.int64)[ended.event.to_numpy()],
                             "node": ended.dest.to_numpy(np.int64), "t": ended.t_done.to_numpy(np.float64)})
-    gone = F.broadcast(local_frame(spark, first_goings(gone_spans), "node long, t_gone double"))
-    frames: list[DataFrame] = [trees.edges, trees.members, trees.roots]
+    frames: list[DataFrame] = []
     try:
-        copies = scribe_timed.deliver(overlay, trees, local_frame(spark, at_root, "event long, topic long, "
-                                                                  "node long, t double"), gone, hb.hop_ms,
+        timed = start.timed
+        if paths is not None:
+            grown = local_frame(spark, paths, PATH_SCHEMA)
+            timed = scribe_timed.grafted(overlay, start.timed, grown, gone_spans, hb.hop_ms)
+            frames += timed.frames()
+        copies = scribe_timed.deliver(overlay, timed, local_frame(spark, at_root, "event long, topic long, "
+                                                                  "node long, t double"), hb.hop_ms,
                                       hb.until, forward).localCheckpoint()
         frames.append(copies)
-        orphaned = (trees.edges.join(gone.withColumnRenamed("node", "dst"), "dst")
-                    .groupBy(F.col("dst").alias("parent")).agg(F.count("*").alias("children")).toPandas())
-        return Outcomes(_per_event(spark, events, done, gone_spans, subs, copies),
-                        scribe_timed.heartbeats(trees, copies, gone, hb, forward),
-                        scribe_timed.timeouts(overlay, trees, copies, gone, hb,
-                                              forward).astype(TIMEOUT_TYPES),
-                        orphaned.sort_values("parent", kind="stable").reset_index(drop=True),
-                        _copies(copies) if keep else None)
+        taken = timed.edges.filter(F.col("t_from") > -math.inf).select("t_from").toPandas().t_from
+        return Outcomes(_per_event(spark, events, done, gone_spans, start.subs, copies),
+                        scribe_timed.heartbeats(timed, copies, hb, forward),
+                        scribe_timed.timeouts(overlay, timed, copies, hb, forward).astype(TIMEOUT_TYPES),
+                        _orphaned(timed), _copies(copies) if keep else None, holders(timed, events.topics),
+                        _reconnected(timed), _hops_sent(overlay.ring, paths, hb), hb.bins.count(taken))
     finally:
         for frame in frames:
             frame.unpersist()
 
 
+def _hops_sent(ring: Ring, paths: pd.DataFrame | None, hb: scribe_timed.Heartbeats) -> np.ndarray:
+    """The SUBSCRIBE hops per bin of sending (a hop arrives a link and `hop_ms` after it is sent)."""
+    if paths is None:
+        return np.zeros(hb.bins.n, np.int64)
+    hops = paths.sort_values(["path", "i"], kind="stable")
+    before = hops.node.shift().to_numpy()
+    on = hops.i.to_numpy() > 0
+    link = ring.prox.dist(before[on].astype(np.int64), hops.node.to_numpy(np.int64)[on]).astype(np.float64)
+    return hb.bins.count((hops.t.to_numpy(np.float64)[on] - link) - hb.hop_ms)
+
+
+def _orphaned(timed: scribe_timed.TimedTrees) -> pd.DataFrame:
+    """The tree edges of each parent that went within the run, by its going: (parent, t_gone, children)."""
+    gone = timed.edges.filter(F.col("t_to") < math.inf)
+    rows = gone.groupBy(F.col("dst").alias("parent"), F.col("t_to").alias("t_gone")).agg(
+        F.count("*").alias("children")).toPandas()
+    return rows.sort_values(["parent", "t_gone"], kind="stable").reset_index(drop=True)
+
+
+def _reconnected(timed: scribe_timed.TimedTrees) -> pd.DataFrame:
+    """Each child of a parent that went that some node took again for the topic since: (topic, parent,
+    t_gone, child, t), t when it was first taken after the going."""
+    gone = timed.edges.select("topic", F.col("src").alias("child"), F.col("dst").alias("parent"),
+                              F.col("t_to").alias("t_gone")).filter(F.col("t_gone") < math.inf)
+    taken = timed.edges.select("topic", F.col("src").alias("child"), F.col("t_from").alias("t"))
+    rows = (gone.join(taken, ["topic", "child"]).filter(F.col("t") >= F.col("t_gone"))
+            .groupBy("topic", "parent", "t_gone", "child").agg(F.min("t").alias("t")).toPandas())
+    return rows.sort_values(["topic", "parent", "t_gone", "child"], kind="stable").reset_index(drop=True)
+
+
 def _copies(copies: DataFrame) -> pd.DataFrame:
     """The copies (event, node, t), by event and node."""
     kept = copies.select("event", "node", "t").toPandas().astype(COPY_TYPES)
-    return kept.sort_values(["event", "node"], kind="stable").reset_index(drop=True)
+    return kept.sort_values(["event", "node", "t"], kind="stable").reset_index(drop=True)
 
 
 def _per_event(spark, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame, subs: DataFrame,
@@ -187,30 +303,53 @@ def ratio(a, b) -> np.ndarray:
     return np.divide(a, b, out=np.full(len(a), math.nan), where=b > 0)
 
 
+@dataclass(frozen=True)
+class Reference:
+    """The sequential reference's Scribe: copies (event, node, t), heartbeats per bin and timeouts (topic,
+    parent, child, t), as `Outcomes` orders them, and who held which topic when: {(topic, node): [(from,
+    to), ...]}."""
+
+    copies: pd.DataFrame
+    heartbeats: np.ndarray
+    timeouts: pd.DataFrame
+    holdings: dict[tuple[int, int], list[tuple[float, float]]]
+
+    def holds(self, topic: int, v: int, t: float) -> bool:
+        """Whether v held the topic at t."""
+        return any(a <= t < b for a, b in self.holdings.get((topic, v), ()))
+
+
 def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
-                       ref_lookups: list[dict], lookups: int, spans: list[tuple[int, float, float, bool]],
-                       hb: scribe_timed.Heartbeats,
-                       forward: Callable[[int, int, int, float], bool] | None = None
-                       ) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
-    """The sequential reference's copies (event, node, t), heartbeats per bin and timeouts (topic, parent,
-    child, t), from the nodes' `start` states and the reference run's routes (`ref_lookups`, the events'
-    after the `lookups` first), as `Outcomes` orders them (`forward`: the forward upcall, as a predicate of
-    event, topic, node and t)."""
-    from scribe_spark.reference import timed_events as ref
+                       ref, lookups: int, spans: list[tuple[int, float, float, bool]],
+                       hb: scribe_timed.Heartbeats, subs: pd.DataFrame | None = None,
+                       forward: Callable[[int, int, int, float], bool] | None = None) -> Reference:
+    """The sequential reference's Scribe on the nodes' `start` states and the reference Pastry run `ref`:
+    its routes of the events (after the `lookups` first) and of the SUBSCRIBEs `subs` (after the events),
+    with their hops (`forward`: the forward upcall, as a predicate of event, topic, node and t). Without
+    `ref`, the trees of the start alone."""
+    from scribe_spark.reference import timed_events as refs
     from scribe_spark.reference.sequential_scribe import SequentialScribe
 
     scribe = SequentialScribe(ring, start, events.topics)
     for topic, node in zip(events.subscribers.topic.tolist(), events.subscribers.node.tolist()):
         scribe.subscribe(topic, node)
-    topic = events.published.topic.tolist()
-    starts = [(i, topic[i], r["dest"], r["t_done"]) for i, r in enumerate(ref_lookups[lookups:])
-              if r["outcome"] in DELIVERED]
-    sim = ref.TimedEvents(scribe, lambda u, v: float(ring.prox.dist([u], [v])[0]), hb.hop_ms,
-                          ref.first_goings(spans), hb.until, hb.period_ms, hb.timeout_ms,
-                          lambda v: float(hb.phase(np.array([v]))[0]), forward)
-    got = sim.run(starts)
+    topic, n = events.published.topic.tolist(), len(events.published)
+    starts = [] if ref is None else [(i, topic[i], r["dest"], r["t_done"]) for i, r in
+                                     enumerate(ref.lookups[lookups:lookups + n]) if r["outcome"] in DELIVERED]
+    first = lookups + n
+    asked = [] if subs is None else [(k, t, ref.paths.get(first + k, []), ref.lookups[first + k]["outcome"]
+                                      in DELIVERED) for k, t in enumerate(subs.topic.tolist())]
+    sim = refs.TimedEvents(scribe, lambda u, v: float(ring.prox.dist([u], [v])[0]), hb.hop_ms,
+                           refs.first_goings(spans), hb.until, hb.period_ms, hb.timeout_ms,
+                           lambda v: float(hb.phase(np.array([v]))[0]), forward,
+                           [(v, down, up) for v, down, up, _g in spans])
+    got = sim.run(starts, asked)
     copies = pd.DataFrame(got.copies, columns=["event", "node", "t"]).astype(COPY_TYPES)
-    timeouts = pd.DataFrame(got.detections, columns=["topic", "parent", "child", "t"]).astype(TIMEOUT_TYPES)
-    return (copies.sort_values(["event", "node"], kind="stable").reset_index(drop=True),
-            hb.bins.count(got.heartbeats),
-            timeouts.sort_values(["topic", "parent", "child"], kind="stable").reset_index(drop=True))
+    timeouts = pd.DataFrame(got.detections, columns=["topic", "parent", "child", "t"]).astype(
+        {c: TIMEOUT_TYPES[c] for c in ("topic", "parent", "child", "t")})
+
+    def ordered(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+        return frame.sort_values(by, kind="stable").reset_index(drop=True)
+    return Reference(ordered(copies, ["event", "node", "t"]), hb.bins.count(got.heartbeats),
+                     ordered(timeouts, ["topic", "parent", "child", "t"]),
+                     {key: list(held) for key, held in sim.holdings.items()})

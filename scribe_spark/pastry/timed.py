@@ -74,7 +74,7 @@ import logging
 import math
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Callable, Iterator
 
@@ -303,6 +303,8 @@ class TimedRun:
     table_repairs: pd.DataFrame  # node, slot, entry, t: routing-table entries refilled
     joined: pd.DataFrame | None = None       # node, t: each newcomer's state built (None: no newcomers)
     joins_lost: pd.DataFrame | None = None   # node, t: a newcomer trying again (None: no newcomers)
+    paths: pd.DataFrame | None = None        # lid, i, node, t: the SUBSCRIBEs' hops (None: no SUBSCRIBEs)
+    events: DataFrame | None = None          # the fixed point's events, if kept (the caller releases them)
 
 
 @dataclass
@@ -331,6 +333,8 @@ class _Context:
     base: DataFrame | None = None                # the state each node starts from (newcomers' empty)
     lookups_n: int = 0                           # the lookups' ids are below it, the JOINs' from it
     joins: "_JoinLog | None" = None              # the last pass's joins
+    subscribes: int | None = None                # the lookups from this id on are SUBSCRIBEs (None: none)
+    holders: DataFrame | None = None             # where they stop: _key_hi, _key_lo, _node, _from, _to
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -346,7 +350,9 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
              until_ms: float, seed: int = 0, bound: int = 1000, bin_ms: float | None = None,
              leaves: dict[int, sessions.Times] | None = None,
              recoveries: dict[int, sessions.Times] | None = None,
-             newcomers: np.ndarray | None = None) -> TimedRun:
+             newcomers: np.ndarray | None = None, subscribes: int | None = None,
+             holders: pd.DataFrame | None = None, warm: DataFrame | None = None,
+             keep: bool = False) -> TimedRun:
     """Run the timed protocol from the converged overlay to `until_ms`.
 
     `lookups` has columns t_issue, src, key_hi, key_lo (uint64 halves); a lookup's id is its row
@@ -355,6 +361,14 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     `recoveries` are {node: time or list of times}: each node goes down (a crash or a leave) and comes
     back in turn (`sessions.outages`). The first return of each of `newcomers` (nodes absent from the
     start) is a join (`timed_joins`).
+
+    The lookups from id `subscribes` on are Scribe SUBSCRIBEs: one stops at the first node after its source
+    that holds its key's topic at its arrival, as `holders` (key_hi, key_lo, node, t_from, t_to) say (outcome
+    "grafted"), and the run gives their hops (`TimedRun.paths`).
+
+    `warm`, the events of a run on the same departures (`keep` keeps a run's in `TimedRun.events`), starts
+    the passes from there instead of from the maintenance alone: a run that adds a few lookups to another
+    then takes a few passes, and ends at the same fixed point (`bsp.fixed_point`).
     """
     spark = overlay.state.sparkSession
     if overlay.ring.n <= overlay.ring.leaf_set:
@@ -381,7 +395,7 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
                    max_attempts=timers.max_attempts or overlay.ring.route_bound,
                    bin_ms=bin_ms, bound=bound, recovers=_recover_frame(spark, table, until_ms),
                    members_bc=overlay.members_bc, newcomers=newcomers, base=_base(overlay, newcomers),
-                   lookups_n=len(lookups))
+                   lookups_n=len(lookups), subscribes=subscribes, holders=_holders(spark, holders))
     start = _lookup_frame(spark, overlay.ring, lookups).localCheckpoint()
     none = _empty(spark, EVENT_SCHEMA)
     ends: list[DataFrame] = []   # each loop's last events, cached
@@ -389,21 +403,51 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
         # the maintenance alone first: its fixed point is a far better start than no events at all,
         # on which every lookup would route as if nobody knew of any departure and time out at each
         # dead node it meets; any start leads to the same fixed point (`bsp.fixed_point`)
-        settled, _ = bsp.fixed_point("timed pastry maintenance", none,
-                                     lambda ev, _p, ch: _maintain(ctx, ev, ch, None), bound)
-        ends.append(settled.events)
-        last, _ = bsp.fixed_point("timed pastry", settled.events,
-                                  lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
-                                  changed=none)   # the same events as the maintenance's last pass
-        ends.append(last.events)
-        return _result(ctx, last, ctx.passes)
+        if warm is None:
+            settled, _ = bsp.fixed_point("timed pastry maintenance", none,
+                                         lambda ev, _p, ch: _maintain(ctx, ev, ch, None), bound)
+            ends.append(settled.events)
+            first, changed = settled.events, none   # the same events as the maintenance's last pass
+        else:
+            first, changed = warm, None
+        last, _ = bsp.fixed_point("timed pastry", first, lambda ev, _p, ch: _pass(ctx, ev, ch, start), bound,
+                                  changed=changed)
+        if not keep:
+            ends.append(last.events)
+        return replace(_result(ctx, last, ctx.passes), events=last.events if keep else None)
     finally:   # a sweep runs many in one session: nothing of this run stays cached
-        for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start, ctx.recovers):
+        for frame in (*ctx.held, *ctx.held_routed, *ends, ctx.crashed, ctx.leavers, start, ctx.recovers,
+                      ctx.holders):
             if frame is not None:
                 bsp.release(frame)
         if newcomers is not None:
             bsp.release(ctx.base)
         release(ctx.downs_bc)   # the results are pandas frames by now: no task reads it again
+
+
+def _holders(spark, holders: pd.DataFrame | None) -> DataFrame | None:
+    """Where the SUBSCRIBEs stop, as a frame the lookups' supersteps join (None: nowhere)."""
+    if holders is None:
+        return None
+    frame = pd.DataFrame({"_key_hi": holders.key_hi.to_numpy(np.uint64).view(np.int64),
+                          "_key_lo": holders.key_lo.to_numpy(np.uint64).view(np.int64),
+                          "_node": holders.node.to_numpy(np.int64),
+                          "_from": holders.t_from.to_numpy(np.float64),
+                          "_to": holders.t_to.to_numpy(np.float64)})
+    return local_frame(spark, frame, "_key_hi long, _key_lo long, _node long, _from double, _to double"
+                       ).localCheckpoint()
+
+
+def _stops(ctx: _Context, read: DataFrame) -> DataFrame:
+    """The lookups at their nodes, with `stop`: a SUBSCRIBE at a node holding its topic then."""
+    if ctx.holders is None:
+        return read.withColumn("stop", F.lit(False))
+    h, t = ctx.holders, F.col("t")
+    at = ((F.col("lid") >= ctx.subscribes) & (F.col("key_hi") == h["_key_hi"])
+          & (F.col("key_lo") == h["_key_lo"]) & (F.col("at") == h["_node"])
+          & (h["_from"] <= t) & (t < h["_to"]))
+    return (read.join(F.broadcast(h), at, "left").withColumn("stop", F.col("_node").isNotNull())
+            .drop("_key_hi", "_key_lo", "_node", "_from", "_to"))
 
 
 def _base(overlay: Overlay, newcomers: np.ndarray | None) -> DataFrame:
@@ -1363,6 +1407,8 @@ def _route(ctx: _Context, lookups: DataFrame, versions: DataFrame, joins: bool =
     def step(msgs: DataFrame, k: int, n: int) -> bsp.Split:
         read = bsp.as_of(msgs, "at", "t", versions)
         read = read.join(state, read["at"] == state["_sid"]).select(*names, *current)
+        if ctx.holders is not None:
+            read = _stops(ctx, read)
         return bsp.Split(read.mapInArrow(task, STEP_SCHEMA),
                          inflight=lambda f: f.filter(~F.col("done")).select(*names), emitted=emitted)
     return bsp.run("timed lookups", lookups, step, bound=10 * ctx.max_attempts + 10, unit="lookups",
@@ -1444,6 +1490,10 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     open_ = outcome == ""
     outcome[open_ & dead_now] = np.where(waited, "lost", "not_issued")[open_ & dead_now]
     open_ = outcome == ""
+    # a SUBSCRIBE that reached a node holding its topic stops there (Scribe's forward upcall), before limits
+    grafted = open_ & (via == HOP) & (col["stop"].to_numpy(zero_copy_only=False) if "stop" in col else False)
+    outcome[grafted] = "grafted"
+    open_ = outcome == ""
     over = (t > m["t_issue"].to_numpy() + tm.lookup_timeout_ms) | (hops + timeouts >= cap)
     outcome[open_ & over] = "lost"
     go = np.flatnonzero(outcome == "")
@@ -1451,7 +1501,7 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     khi, klo = as_u64(col["key_hi"]), as_u64(col["key_lo"])
     if len(go):
         nxt[go] = _next_hops(ring, col, go, khi, klo, at)
-    read = np.zeros(len(m), bool)
+    read = grafted.copy()   # a SUBSCRIBE's last hop is on its way, though not routed on
     read[go] = True
     stays = np.zeros(len(m), bool)
     stays[go] = nxt[go] == at[go]
@@ -1488,7 +1538,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
                                                  schema.field("avoid").type),
         "slot": slot, "state": col["state"].to_numpy(), "read_at": np.where(read, at, -1), "read_t": t,
         "done": done, "outcome": np.where(done, outcome, ""),
-        "dest": np.where(np.isin(outcome, ("correct", "wrong")), at, -1), "sent": sent, "declared": declared,
+        "dest": np.where(np.isin(outcome, ("correct", "wrong", "grafted")), at, -1), "sent": sent,
+        "declared": declared,
         "replied": replied}
     return pa.RecordBatch.from_arrays([out[f.name] if isinstance(out[f.name], pa.Array)
                                        else pa.array(np.asarray(out[f.name]), type=f.type) for f in schema],
@@ -1710,7 +1761,7 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
     f = last.frames
     done = f["done"].select("lid", "outcome", "dest", F.col("t").alias("t_done"), "hops", "timeouts",
                             "t_issue").toPandas().sort_values("lid").reset_index(drop=True)
-    bad = ~done.outcome.isin(("correct", "wrong", "lost"))
+    bad = ~done.outcome.isin(("correct", "wrong", "lost", "grafted"))
     done["latency_ms"] = np.where(bad, np.nan, done.t_done - done.t_issue)
     done.loc[done.outcome.isin(("not_issued", "unfinished")), "t_done"] = np.nan
     log = f["log"].filter(F.col("kind") != "version").toPandas()
@@ -1730,7 +1781,21 @@ def _result(ctx: _Context, last: bsp.Pass, passes: int) -> TimedRun:
                     starts[["node", "failed", "asked", "t"]].reset_index(drop=True),
                     repairs[["node", "t"]].reset_index(drop=True), messages, maintenance, passes,
                     asks[["node", "slot", "asked", "t"]].reset_index(drop=True),
-                    filled[["node", "slot", "entry", "t"]].reset_index(drop=True), joined, lost)
+                    filled[["node", "slot", "entry", "t"]].reset_index(drop=True), joined, lost,
+                    _paths(ctx, f["reads"]))
+
+
+def _paths(ctx: _Context, reads: DataFrame) -> pd.DataFrame | None:
+    """The SUBSCRIBEs' hops (lid, i, node, t): where each read a state, once per arrival (a timeout's
+    reading again where it waited is no hop), hop 0 its source at its issue (None: no SUBSCRIBEs)."""
+    if ctx.subscribes is None:
+        return None
+    r = (reads.filter(F.col("lid") >= ctx.subscribes).select("lid", F.col("at").alias("node"), "t").toPandas()
+         .astype({"lid": np.int64, "node": np.int64, "t": np.float64})
+         .sort_values(["lid", "t"], kind="stable"))
+    r = r[(r.lid != r.lid.shift()) | (r.node != r.node.shift())]
+    return r.assign(i=r.groupby("lid").cumcount().astype(np.int64))[["lid", "i", "node", "t"]].reset_index(
+        drop=True)
 
 
 def _messages(ctx: _Context, last: bsp.Pass, log: pd.DataFrame) -> tuple[Counter, pd.DataFrame]:

@@ -164,6 +164,7 @@ class TimedResult:
     joined: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t its state was built)
     joins_lost: list[tuple[int, float]] = field(default_factory=list)   # (newcomer, t it tried again)
     join_timeouts: list[tuple[int, int, int, float]] = field(default_factory=list)   # (newcomer, at, dead, t)
+    paths: dict[int, list[tuple[int, float]]] = field(default_factory=dict)   # SUBSCRIBE -> hops (node, t)
 
 
 @dataclass
@@ -246,11 +247,15 @@ class TimedPastry(Joins):
 
     def run(self, crashes: dict[int, Times], lookups: list[Lookup], until_ms: float,
             leaves: dict[int, Times] | None = None, recoveries: dict[int, Times] | None = None,
-            newcomers: set[int] | frozenset[int] = frozenset()) -> TimedResult:
+            newcomers: set[int] | frozenset[int] = frozenset(), subscribes: int | None = None,
+            holds: Callable[[int, int, float], bool] | None = None) -> TimedResult:
         """Simulate from the converged state to `until_ms` (reset first: runs are independent);
         `crashes`, graceful `leaves` and `recoveries` are {node: time or list of times}: a node goes down
         (crash or leave) and recovers in turn, each time after the one before. The first return of a
-        node of `newcomers` (each absent from the start) is a join (`timed_joins`)."""
+        node of `newcomers` (each absent from the start) is a join (`timed_joins`). The lookups from id
+        `subscribes` on are SUBSCRIBEs: their hops are logged, and one stops (outcome "grafted") at the first
+        node after its source where `holds(lid, node, t)` says that node holds its topic when it arrives."""
+        self.subscribes, self.holds = subscribes, holds
         spans = outages(crashes, leaves, recoveries)
         gone = {v for v, down, *_ in spans if down == -math.inf}
         if gone != set(self.absent.tolist()):
@@ -276,7 +281,7 @@ class TimedPastry(Joins):
             handler(t, *args)
         return TimedResult(self.lookups, self.detections, self.repairs, self.repair_starts, self.messages,
                            self.leaf_sets(), dict(self.sent_at), self.table_asks, self.table_repairs,
-                           self.join_built, self.join_lost, self.join_timeouts)
+                           self.join_built, self.join_lost, self.join_timeouts, self.paths)
 
     def _reset(self, downs: set[int], lookups: list[Lookup], until_ms: float) -> None:
         """Fresh state, logs and counters for a run; checks its inputs."""
@@ -303,6 +308,7 @@ class TimedPastry(Joins):
         self.join_replies: dict[int, dict] = {}               # newcomer -> hop -> (node, last, state)
         self.join_tries: dict[int, int] = {}                  # newcomer -> its latest try
         self.join_life: dict[int, int] = {}                   # newcomer -> the incarnation it joined in
+        self.paths: dict[int, list[tuple[int, float]]] = {}   # SUBSCRIBE -> its hops (node, arrival)
         self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
                      for _t, _s, k_hi, k_lo in lookups]
         self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
@@ -612,7 +618,13 @@ class TimedPastry(Joins):
         if not self.alive[look["src"]]:
             look["outcome"] = "not_issued"
             return
+        self._hop(lid, look["src"], t)
         self._step(t, lid, look["src"])
+
+    def _hop(self, lid: int, v: int, t: float) -> None:
+        """Log a SUBSCRIBE's arrival at v (or its issue there)."""
+        if self.subscribes is not None and lid >= self.subscribes:
+            self.paths.setdefault(lid, []).append((v, t))
 
     def _step(self, t: float, lid: int, u: int) -> None:
         """The lookup is at live u at t: lost past its limits, else delivered or sent on by the rule."""
@@ -661,6 +673,10 @@ class TimedPastry(Joins):
         if not self.alive[v]:
             return   # never happens: a send to a node dead on arrival takes the timeout path
         self.lookups[lid]["hops"] += 1
+        self._hop(lid, v, t)
+        if self.holds is not None and lid >= self.subscribes and self.holds(lid, v, t):
+            self._finish(lid, "grafted", v, t)   # Scribe's forward upcall: the SUBSCRIBE stops at the tree
+            return
         self._step(t, lid, v)
 
     def _lookup_timeout(self, t: float, lid: int, u: int, v: int, inc: int) -> None:
