@@ -29,8 +29,6 @@ def test_subscribes_stop_at_the_first_node_holding_their_topic_and_give_their_ho
     # each topic is held by 12 live nodes, each from a time in the first half of the run until a time after
     held = [(k, int(v), float(a), float(a + rng.uniform(1_000.0, 20_000.0))) for k in range(3)
             for v, a in zip(rng.choice(live, 12, replace=False), rng.uniform(0, 4_000, 12))]
-    k, v, a, b = (np.array(c) for c in zip(*held))
-    holders = pd.DataFrame({"key_hi": keys[k, 0], "key_lo": keys[k, 1], "node": v, "t_from": a, "t_to": b})
     n, m = 20, 40   # lookups (half of them of the topics' keys), then SUBSCRIBEs
     topic = rng.integers(0, 3, n + m)
     own = np.arange(n + m) < n // 2
@@ -38,22 +36,40 @@ def test_subscribes_stop_at_the_first_node_holding_their_topic_and_give_their_ho
     hi, lo = (np.where(own, random[:, i], keys[topic, i]) for i in (0, 1))
     routes = pd.DataFrame({"t_issue": rng.uniform(1_000.0, 6_000.0, n + m), "src": rng.choice(live, n + m),
                            "key_hi": hi, "key_lo": lo})
+    gone = Departures.of_times(crashes)
+    key = list(zip(routes.key_hi.tolist(), routes.key_lo.tolist()))
+    spans: dict = {}
+
+    def holds(lid: int, v: int, t: float, hop: int) -> bool:
+        """The reference's stop: a holding made before this hop, in (time, SUBSCRIBE, hop) order."""
+        mine = spans.get((*key[lid], v), ())
+        return any((a, by, made) < (t, lid - n, hop) and t < b for a, b, by, made in mine)
+
+    def run_reference(rows: list[tuple]):
+        spans.clear()
+        for k, v, a, b, by, made in rows:
+            spans.setdefault((int(keys[k, 0]), int(keys[k, 1]), v), []).append((a, b, by, made))
+        return reference_result(reference_pastry(ring, TM, seed, gone), gone, routes, until, subscribes=n,
+                                holds=holds)
+    # a holding made by a SUBSCRIBE's own first hop (as the round before's trees have it) does not stop it
+    first = run_reference([(k, v, a, b, -1, -1) for k, v, a, b in held])
+    taken = {(k, v) for k, v, *_ in held}
+    j, (v1, t1) = next((lid, hops[1]) for lid, hops in sorted(first.paths.items()) if len(hops) > 2
+                       and (int(topic[lid]), hops[1][0]) not in taken)
+    held.append((int(topic[j]), v1, t1, np.inf, j - n, 1))
+    rows = [(*r, -1, -1) if len(r) == 4 else r for r in held]
+    k, v, a, b, by, made = (np.array(c) for c in zip(*rows))
+    holders = pd.DataFrame({"key_hi": keys[k, 0], "key_lo": keys[k, 1], "node": v, "t_from": a, "t_to": b,
+                            "by": by, "hop": made})
     overlay = ov.build_overlay(spark, ring, "proximity", seed=seed)
     try:
         got = timed.simulate(overlay, crashes, routes, TM, until, seed=seed, bin_ms=5_000.0, subscribes=n,
                              holders=holders)
     finally:
         overlay.unpersist()
-    gone = Departures.of_times(crashes)
-    spans = {(int(k_hi), int(k_lo), v): (a, b) for k_hi, k_lo, v, a, b in holders.itertuples(index=False)}
-    key = list(zip(routes.key_hi.tolist(), routes.key_lo.tolist()))
-
-    def holds(lid: int, v: int, t: float) -> bool:
-        a, b = spans.get((*key[lid], v), (np.inf, np.inf))
-        return a <= t < b
-    ref = reference_result(reference_pastry(ring, TM, seed, gone), gone, routes, until, subscribes=n,
-                           holds=holds)
+    ref = run_reference(rows)
     assert _differences(got, ref, 5_000.0) == []
+    assert ref.paths[j][:3] == first.paths[j][:3]   # it went on past the node its own hop made a holder
     mine = {lid: list(zip(g.node.tolist(), g.t.tolist())) for lid, g in got.paths.groupby("lid")}
     assert mine == {lid: hops for lid, hops in ref.paths.items() if hops}
     outcome = got.lookups.outcome.to_numpy()
@@ -61,5 +77,6 @@ def test_subscribes_stop_at_the_first_node_holding_their_topic_and_give_their_ho
     assert {"correct"} <= set(outcome[n:]) and got.lookups.timeouts.sum() > 0
     for lid in np.flatnonzero(outcome == "grafted"):   # each stopped at a holder, the first on its way
         hops = mine[lid]
-        assert [holds(lid, v, t) for v, t in hops[1:]] == [False] * (len(hops) - 2) + [True]
+        stops = [holds(lid, v, t, i) for i, (v, t) in enumerate(hops) if i]
+        assert stops == [False] * (len(hops) - 2) + [True]
         assert got.lookups.dest[lid] == hops[-1][0]

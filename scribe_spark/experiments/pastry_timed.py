@@ -468,9 +468,10 @@ def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departu
             scribe = _events(p, at, run, overlay, start, gone, events, got, len(lookups), subs)
             again = asks(scribe.timeouts)
             if again.equals(subs) and scribe.holders.equals(holders):
-                return got, scribe, subs
-            run.log(f"{at.label}: round {r} asks for {len(again):,} SUBSCRIBEs (the round before routed "
-                    f"{len(subs):,}); another round")
+                return replace(got, events=None), scribe, subs   # its events are released below
+            why = ("the same SUBSCRIBEs, grafted elsewhere" if again.equals(subs) else
+                   f"{len(again):,} SUBSCRIBEs where it routed {len(subs):,}")
+            run.log(f"{at.label}: round {r} asks for {why}; another round")
             subs, holders = again, scribe.holders
         raise RuntimeError(f"{at.label}: the SUBSCRIBEs still changed after {ROUNDS_MAX} rounds")
     finally:
@@ -575,8 +576,9 @@ def _reference_rounds(p: PastryTimedParams, ring: Ring, gone: Departures, routed
         routes = pd.concat([routed, subs[routed.columns]], ignore_index=True)
         topic, first, held = subs.topic.to_numpy(np.int64), len(routed), mine.holds
 
-        def holds(lid: int, v: int, t: float) -> bool:
-            return held(int(topic[lid - first]), v, t)
+        def holds(lid: int, v: int, t: float, hop: int) -> bool:
+            """Whether SUBSCRIBE lid's hop `hop`, at v at t, stops there."""
+            return held(int(topic[lid - first]), v, t, lid - first, hop)
         ref = reference_result(sim, gone, routes, until, subscribes=first if len(subs) else None,
                                holds=holds if len(subs) else None)
         last = mine

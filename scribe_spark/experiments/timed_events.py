@@ -18,6 +18,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from scribe_spark import bsp
 from scribe_spark.config import PastryTimedParams
 from scribe_spark.pastry import timed
 from scribe_spark.pastry.kernels import Ring
@@ -131,8 +132,7 @@ class Start:
 
     def release(self) -> None:
         """Free the cached frames."""
-        for frame in (self.trees.edges, self.trees.members, self.trees.roots, *self.timed.frames()):
-            frame.unpersist()
+        free(self.trees.edges, self.trees.members, self.trees.roots, *self.timed.frames())
 
 
 def begin(overlay: Overlay, events: Events, gone_spans: pd.DataFrame) -> Start:
@@ -155,13 +155,14 @@ def quiet_timeouts(overlay: Overlay, start: Start, hb: scribe_timed.Heartbeats) 
 
 
 def holders(timed: scribe_timed.TimedTrees, topics: Topics) -> pd.DataFrame:
-    """Who holds which topic when (topic, key_hi, key_lo, node, t_from, t_to), in order: where SUBSCRIBEs
-    stop."""
-    rows = timed.holds.toPandas().astype({"topic": np.int64, "node": np.int64})
+    """Who holds which topic when, and which SUBSCRIBE hop made it (topic, key_hi, key_lo, node, t_from,
+    t_to, by, hop), in order: where SUBSCRIBEs stop (`pastry.timed.simulate`)."""
+    rows = timed.holds.toPandas().astype({"topic": np.int64, "node": np.int64, "by": np.int64,
+                                          "hop": np.int64})
     rows = rows.sort_values(["topic", "node", "t_from"], kind="stable").reset_index(drop=True)
     topic = rows.topic.to_numpy(np.int64)
     return rows.assign(key_hi=topics.hi[topic], key_lo=topics.lo[topic])[
-        ["topic", "key_hi", "key_lo", "node", "t_from", "t_to"]]
+        ["topic", "key_hi", "key_lo", "node", "t_from", "t_to", "by", "hop"]]
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,14 @@ def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame,
                         _orphaned(timed), _copies(copies) if keep else None, holders(timed, events.topics),
                         _reconnected(timed), _hops_sent(overlay.ring, paths, hb), hb.bins.count(taken))
     finally:
-        for frame in frames:
-            frame.unpersist()
+        free(*frames)
+
+
+def free(*frames: DataFrame) -> None:
+    """Free the frames' cached blocks: a cache's, or a local checkpoint's (`bsp.release`)."""
+    for frame in frames:
+        frame.unpersist()
+        bsp.release(frame)
 
 
 def _hops_sent(ring: Ring, paths: pd.DataFrame | None, hb: scribe_timed.Heartbeats) -> np.ndarray:
@@ -308,17 +315,19 @@ def ratio(a, b) -> np.ndarray:
 @dataclass(frozen=True)
 class Reference:
     """The sequential reference's Scribe: copies (event, node, t), heartbeats per bin and timeouts (topic,
-    parent, child, t), as `Outcomes` orders them, and who held which topic when: {(topic, node): [(from,
-    to), ...]}."""
+    parent, child, t), as `Outcomes` orders them, and who held which topic when and which SUBSCRIBE hop
+    made them: {(topic, node): [(from, to, SUBSCRIBE, hop), ...]} (-1, -1: from the start)."""
 
     copies: pd.DataFrame
     heartbeats: np.ndarray
     timeouts: pd.DataFrame
-    holdings: dict[tuple[int, int], list[tuple[float, float]]]
+    holdings: dict[tuple[int, int], list[tuple[float, float, int, int]]]
 
-    def holds(self, topic: int, v: int, t: float) -> bool:
-        """Whether v held the topic at t."""
-        return any(a <= t < b for a, b in self.holdings.get((topic, v), ()))
+    def holds(self, topic: int, v: int, t: float, path: int, hop: int) -> bool:
+        """Whether v held the topic when hop `hop` of SUBSCRIBE `path` reached it at t (a holding made at t
+        by a hop settled after that one does not count)."""
+        held = self.holdings.get((topic, v), ())
+        return any((a, by, made) < (t, path, hop) and t < b for a, b, by, made in held)
 
 
 def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
@@ -354,4 +363,4 @@ def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], 
         return frame.sort_values(by, kind="stable").reset_index(drop=True)
     return Reference(ordered(copies, ["event", "node", "t"]), hb.bins.count(got.heartbeats),
                      ordered(timeouts, ["topic", "parent", "child", "t"]),
-                     {key: list(held) for key, held in sim.holdings.items()})
+                     sim.made_holdings())

@@ -334,7 +334,7 @@ class _Context:
     lookups_n: int = 0                           # the lookups' ids are below it, the JOINs' from it
     joins: "_JoinLog | None" = None              # the last pass's joins
     subscribes: int | None = None                # the lookups from this id on are SUBSCRIBEs (None: none)
-    holders: DataFrame | None = None             # where they stop: _key_hi, _key_lo, _node, _from, _to
+    holders: DataFrame | None = None             # where they stop (`_holders`)
 
     @property
     def ring_bc(self) -> Broadcast:
@@ -363,8 +363,11 @@ def simulate(overlay: Overlay, crashes: dict[int, sessions.Times], lookups: pd.D
     start) is a join (`timed_joins`).
 
     The lookups from id `subscribes` on are Scribe SUBSCRIBEs: one stops at the first node after its source
-    that holds its key's topic at its arrival, as `holders` (key_hi, key_lo, node, t_from, t_to) say (outcome
-    "grafted"), and the run gives their hops (`TimedRun.paths`).
+    that holds its key's topic at its arrival, as `holders` (key_hi, key_lo, node, t_from, t_to, by, hop)
+    say (outcome "grafted"), and the run gives their hops (`TimedRun.paths`). A holding made by hop `hop`
+    of SUBSCRIBE `by` (its id less `subscribes`; -1: none) stops only the hops after it, in the order of
+    (time, SUBSCRIBE, hop) in which Scribe settles them (`scribe.timed.settle_topic`): never the hop that
+    made it.
 
     `warm`, the events of a run on the same departures (`keep` keeps a run's in `TimedRun.events`), starts
     the passes from there instead of from the maintenance alone: a run that adds a few lookups to another
@@ -433,9 +436,10 @@ def _holders(spark, holders: pd.DataFrame | None) -> DataFrame | None:
                           "_key_lo": holders.key_lo.to_numpy(np.uint64).view(np.int64),
                           "_node": holders.node.to_numpy(np.int64),
                           "_from": holders.t_from.to_numpy(np.float64),
-                          "_to": holders.t_to.to_numpy(np.float64)})
-    return local_frame(spark, frame, "_key_hi long, _key_lo long, _node long, _from double, _to double"
-                       ).localCheckpoint()
+                          "_to": holders.t_to.to_numpy(np.float64), "_by": holders.by.to_numpy(np.int64),
+                          "_hop": holders.hop.to_numpy(np.int64)})
+    return local_frame(spark, frame, "_key_hi long, _key_lo long, _node long, _from double, _to double, "
+                                     "_by long, _hop long").localCheckpoint()
 
 
 def _stops(ctx: _Context, read: DataFrame) -> DataFrame:
@@ -443,11 +447,14 @@ def _stops(ctx: _Context, read: DataFrame) -> DataFrame:
     if ctx.holders is None:
         return read.withColumn("stop", F.lit(False))
     h, t = ctx.holders, F.col("t")
-    at = ((F.col("lid") >= ctx.subscribes) & (F.col("key_hi") == h["_key_hi"])
-          & (F.col("key_lo") == h["_key_lo"]) & (F.col("at") == h["_node"])
-          & (h["_from"] <= t) & (t < h["_to"]))
+    path, hop = F.col("lid") - ctx.subscribes, F.col("hops") + 1   # this arrival's hop
+    earlier = (h["_by"] < path) | ((h["_by"] == path) & (h["_hop"] < hop))
+    before = (h["_from"] < t) | ((h["_from"] == t) & earlier)
+    ours = (F.col("lid") >= ctx.subscribes) & (F.col("lid") < ctx.lookups_n)
+    at = (ours & (F.col("key_hi") == h["_key_hi"]) & (F.col("key_lo") == h["_key_lo"])
+          & (F.col("at") == h["_node"]) & before & (t < h["_to"]))
     return (read.join(F.broadcast(h), at, "left").withColumn("stop", F.col("_node").isNotNull())
-            .drop("_key_hi", "_key_lo", "_node", "_from", "_to"))
+            .drop("_key_hi", "_key_lo", "_node", "_from", "_to", "_by", "_hop"))
 
 
 def _base(overlay: Overlay, newcomers: np.ndarray | None) -> DataFrame:

@@ -10,9 +10,11 @@ processed.
   a node can also start holding it afresh at a SUBSCRIBE's hop, until it next goes down. Going down loses
   everything: a fresh holding starts with no children, and edges taken before are never used again.
 - **SUBSCRIBEs.** Given as paths of timed hops. A hop at a node that is down ends it; the subscriber (hop
-  0) starts holding if it does not; a later hop that does not hold starts holding, takes the previous hop
-  as a child and lets it go on; one that holds takes it as a child (unless that would close a loop) and
-  stops it. Where Pastry delivered the last hop, that node is a root from then, for that holding.
+  0) starts holding if it does not. A later hop's node takes the previous hop as a child unless that node
+  is its ancestor then (a loop; checked whether it held the topic or not), a parent that has that child
+  already ending the old edge then; if it held the topic the SUBSCRIBE stops there, else it starts
+  holding and lets it go on. Where Pastry delivered the last hop, that node is a root from then, for
+  that holding.
 - **Events.** Each event starts where and when the timed Pastry reference delivered its route to the
   topicId, if that node is a root holding the topic then. A node holding a copy at t sends one to each
   child it has at t, arriving at t + link(u, c) + proc, unless the application's forward upcall, asked
@@ -82,6 +84,7 @@ class TimedEvents:
         for v, down, up in spans:
             self.outages.setdefault(v, []).append((down, up))
         self.holdings: dict[tuple[int, int], list[Span]] = {}   # (topic, node) -> its holdings, in order
+        self.makers: dict[tuple[int, int, float], tuple[int, int]] = {}   # (topic, node, start) -> (k, hop)
         self.rooted: dict[tuple[int, int], list[Span]] = {}     # (topic, node) -> when it is a root
         self.info: dict[Edge, tuple[float, Span | None]] = {}   # edge -> (parent's holding's end, child's)
         self.kids: dict[tuple[int, int], list[Edge]] = {}       # (topic, parent) -> its edges, sorted
@@ -113,6 +116,7 @@ class TimedEvents:
         return self.out
 
     def _push(self, t: float, prio: int, handler: Callable, *args) -> None:
+        """Schedule handler(t, *args)."""
         heapq.heappush(self.heap, (t, prio, self.seq, handler, args))
         self.seq += 1
 
@@ -138,7 +142,14 @@ class TimedEvents:
         insort(self.ups.setdefault((topic, c), []), edge)
         insort(self.edges.setdefault(p, []), edge)
 
+    def made_holdings(self) -> dict[tuple[int, int], list[tuple[float, float, int, int]]]:
+        """Every holding with the SUBSCRIBE hop that made it: {(topic, node): [(start, end, k, hop)]}, (-1,
+        -1) for those of the start trees."""
+        return {(topic, v): [(a, b, *self.makers.get((topic, v, a), (-1, -1))) for a, b in spans]
+                for (topic, v), spans in self.holdings.items()}
+
     def _down(self, v: int, t: float) -> bool:
+        """Whether v is down at t."""
         return any(down <= t < up for down, up in self.outages.get(v, ()))
 
     def _next_down(self, v: int, t: float) -> float:
@@ -146,6 +157,7 @@ class TimedEvents:
         return min((down for down, _up in self.outages.get(v, ()) if down > t), default=math.inf)
 
     def _gone_for_good(self, v: int, t: float) -> bool:
+        """Whether v went down at or before t for good."""
         return any(down <= t and up == math.inf for down, up in self.outages.get(v, ()))
 
     def _holding(self, topic: int, v: int, t: float) -> Span | None:
@@ -185,16 +197,21 @@ class TimedEvents:
         if held is None:
             held = (t, self._next_down(v, t))
             self.holdings.setdefault((topic, v), []).append(held)
+            self.makers[(topic, v, t)] = (k, i)
         if i > 0:
             u = hops[i - 1][0]
-            if fresh or not self._ancestor(topic, u, v, t):
+            if not self._ancestor(topic, u, v, t):   # a loop is refused, whether v held the topic or not
                 self._take(t, topic, v, u, held[1])
             self.going[k] = fresh
         if i == len(hops) - 1 and ended:
             self.rooted.setdefault((topic, v), []).append((t, held[1]))
 
     def _take(self, t: float, topic: int, p: int, c: int, parent_end: float) -> None:
-        """p takes c as a child at t and acknowledges it: the child's first hearing on the edge."""
+        """p takes c as a child at t and acknowledges it: the child's first hearing on the edge. An edge
+        p -> c in force at t ends then: p has c once in its children table."""
+        for old in self.ups.get((topic, c), ()):
+            if old[1] == p and self._in_force(old, t):
+                self.info[old] = (t, self.info[old][1])
         edge = (topic, p, c, t)
         child = self._holding(topic, c, t)
         self._add(edge, parent_end, child)

@@ -248,13 +248,14 @@ class TimedPastry(Joins):
     def run(self, crashes: dict[int, Times], lookups: list[Lookup], until_ms: float,
             leaves: dict[int, Times] | None = None, recoveries: dict[int, Times] | None = None,
             newcomers: set[int] | frozenset[int] = frozenset(), subscribes: int | None = None,
-            holds: Callable[[int, int, float], bool] | None = None) -> TimedResult:
+            holds: Callable[[int, int, float, int], bool] | None = None) -> TimedResult:
         """Simulate from the converged state to `until_ms` (reset first: runs are independent);
         `crashes`, graceful `leaves` and `recoveries` are {node: time or list of times}: a node goes down
         (crash or leave) and recovers in turn, each time after the one before. The first return of a
         node of `newcomers` (each absent from the start) is a join (`timed_joins`). The lookups from id
         `subscribes` on are SUBSCRIBEs: their hops are logged, and one stops (outcome "grafted") at the first
-        node after its source where `holds(lid, node, t)` says that node holds its topic when it arrives."""
+        node after its source where `holds(lid, node, t, hop)` says that node holds its topic when its hop
+        `hop` arrives there."""
         self.subscribes, self.holds = subscribes, holds
         spans = outages(crashes, leaves, recoveries)
         gone = {v for v, down, *_ in spans if down == -math.inf}
@@ -628,9 +629,7 @@ class TimedPastry(Joins):
 
     def _step(self, t: float, lid: int, u: int) -> None:
         """The lookup is at live u at t: lost past its limits, else delivered or sent on by the rule."""
-        look = self.lookups[lid]
-        if t > look["t_issue"] + self.params.lookup_timeout_ms or \
-                look["hops"] + look["timeouts"] >= self.max_attempts:
+        if self._over(lid, t):
             self._finish(lid, "lost", -1, t)
             return
         v = self._next_hop(lid, u)
@@ -645,6 +644,12 @@ class TimedPastry(Joins):
             self._push(t + self.params.rto_ms, TIMER, self._lookup_timeout, lid, u, v, int(self.inc[u]))
         else:
             self._push(arrive, MESSAGE, self._on_lookup, lid, v)
+
+    def _over(self, lid: int, t: float) -> bool:
+        """Whether the lookup is past its limits at t: too late, or too many hops and timeouts."""
+        look = self.lookups[lid]
+        return t > look["t_issue"] + self.params.lookup_timeout_ms or \
+            look["hops"] + look["timeouts"] >= self.max_attempts
 
     def _next_hop(self, lid: int, u: int) -> int | None:
         """The routing rule on u's current state: the next node, or None where the lookup ends at u."""
@@ -672,11 +677,14 @@ class TimedPastry(Joins):
         """The lookup arrives at v: one hop more."""
         if not self.alive[v]:
             return   # never happens: a send to a node dead on arrival takes the timeout path
-        self.lookups[lid]["hops"] += 1
-        self._hop(lid, v, t)
-        if self.holds is not None and lid >= self.subscribes and self.holds(lid, v, t):
+        look = self.lookups[lid]
+        look["hops"] += 1
+        if self.holds is not None and lid >= self.subscribes and self.holds(lid, v, t, look["hops"]):
+            self._hop(lid, v, t)
             self._finish(lid, "grafted", v, t)   # Scribe's forward upcall: the SUBSCRIBE stops at the tree
             return
+        if not self._over(lid, t):   # an arrival past the limits is lost there, before Scribe sees it
+            self._hop(lid, v, t)
         self._step(t, lid, v)
 
     def _lookup_timeout(self, t: float, lid: int, u: int, v: int, inc: int) -> None:

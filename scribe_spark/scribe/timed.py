@@ -24,6 +24,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scribe_spark import bsp
 from scribe_spark.columns import NODE, TOPIC
 from scribe_spark.pastry.overlay import DST, SRC, Overlay, state_partitions, with_distance
 from scribe_spark.pastry.timed import Bins, first_ticks, guess_ticks, keepalive_phase
@@ -80,8 +81,9 @@ class Heartbeats:
 class TimedTrees:
     """Scribe's trees as they change in time (all times in ms).
 
-    - `holds` (topic, node, t_from, t_to): a node holds the topic's state in [t_from, t_to): it delivers the
-      copies that reach it then and sends them on; the intervals of a (topic, node) do not overlap.
+    - `holds` (topic, node, t_from, t_to, by, hop): a node holds the topic's state in [t_from, t_to): it
+      delivers the copies that reach it then and sends them on; the intervals of a (topic, node) do not
+      overlap; `by` and `hop` name the SUBSCRIBE hop that made it hold (-1: it held from the start).
     - `edges` (topic, src = child, dst = parent, t_from, t_to, t_heard): the parent sends the child the
       copies and heartbeats of [t_from, t_to) (from when it took the child to when it stops holding the
       topic); the child first hears from it at t_heard.
@@ -99,15 +101,17 @@ class TimedTrees:
 
 def at_start(trees: Trees, gone: DataFrame) -> TimedTrees:
     """The trees Scribe built at the start, in time: each member holds its state from the start until it
-    first goes down (`gone`: node, t_gone), each parent sends its children until then, and each child heard
-    from its parent at 0; the root is the root throughout."""
+    first goes down (`gone`: node, t_gone), each parent sends its children until then, each child heard
+    from its parent at 0, and the root is the root until then."""
     ends = F.broadcast(gone.select(NODE, GONE))
     until = F.coalesce(F.col(GONE), F.lit(math.inf))
+    none = F.lit(-1).cast("long")
     holds = trees.members.select(TOPIC, NODE).join(ends, NODE, "left").select(
-        TOPIC, NODE, F.lit(-math.inf).alias(FROM), until.alias(TO))
+        TOPIC, NODE, F.lit(-math.inf).alias(FROM), until.alias(TO), none.alias("by"), none.alias("hop"))
     edges = trees.edges.select(TOPIC, SRC, DST).join(ends.withColumnRenamed(NODE, DST), DST, "left").select(
         TOPIC, SRC, DST, F.lit(-math.inf).alias(FROM), until.alias(TO), F.lit(0.0).alias(HEARD))
-    roots = trees.roots.select(TOPIC, NODE, F.lit(-math.inf).alias(FROM), F.lit(math.inf).alias(TO))
+    roots = trees.roots.select(TOPIC, NODE).join(ends, NODE, "left").select(
+        TOPIC, NODE, F.lit(-math.inf).alias(FROM), until.alias(TO))
     return TimedTrees(holds.localCheckpoint(), edges.localCheckpoint(), roots.localCheckpoint())
 
 
@@ -136,16 +140,27 @@ def grafted(overlay: Overlay, start: TimedTrees, paths: DataFrame, spans: pd.Dat
             TOPIC, F.col(NODE).alias(SRC), F.col("parent").alias(DST), FROM, TO,
             (F.col(FROM) + F.col("_d") + F.lit(float(hop_ms))).alias(HEARD))
 
-        def of(kind: str) -> DataFrame:
-            return new.filter(F.col("kind") == kind).select(TOPIC, NODE, FROM, TO)
-        return TimedTrees(start.holds.unionByName(of("hold")).localCheckpoint(),
-                          start.edges.unionByName(edges).localCheckpoint(),
+        def of(kind: str, *more: str) -> DataFrame:
+            """The new rows of a kind."""
+            return new.filter(F.col("kind") == kind).select(TOPIC, NODE, FROM, TO, *more)
+        return TimedTrees(start.holds.unionByName(of("hold", "by", "hop")).localCheckpoint(),
+                          _renewed(start.edges.unionByName(edges), new).localCheckpoint(),
                           start.roots.unionByName(of("root")).localCheckpoint())
     finally:
-        new.unpersist()
+        bsp.release(new)
 
 
-SETTLED = f"{TOPIC} long, kind string, {NODE} long, parent long, {FROM} double, {TO} double"
+def _renewed(edges: DataFrame, settled: DataFrame) -> DataFrame:
+    """The edges, each that a parent took again (`settle_topic`'s "renew" rows) ending then."""
+    renew = settled.filter(F.col("kind") == "renew").select(
+        TOPIC, F.col(NODE).alias(SRC), F.col("parent").alias(DST), FROM, F.col(TO).alias("_renew"))
+    out = edges.join(F.broadcast(renew), [TOPIC, SRC, DST, FROM], "left")
+    end = F.least(F.col(TO), F.coalesce("_renew", F.col(TO)))
+    return out.select(TOPIC, SRC, DST, FROM, end.alias(TO), HEARD)
+
+
+SETTLED = (f"{TOPIC} long, kind string, {NODE} long, parent long, {FROM} double, {TO} double, by long, "
+           "hop long")
 HELD, ROOTED = -1, -2   # `settle_topic`'s rows of holdings and roots (the others are edges, with a parent)
 
 
@@ -155,14 +170,15 @@ def settle_topic(hops: pd.DataFrame, held: pd.DataFrame, spans: pd.DataFrame) ->
     and roots (`SETTLED`).
 
     A hop at a node down at its time ends its SUBSCRIBE there. The subscriber (hop 0) holds the topic from
-    the issue if it did not. At a later hop the node takes the hop before as a child: if it holds the topic
-    the SUBSCRIBE stops there (a graft), unless that child is the node's ancestor then, which would close a
-    loop (the SUBSCRIBE is then dropped); else the node holds the topic from then and the SUBSCRIBE goes
-    on. A node at which Pastry delivered a SUBSCRIBE is a root from then. A holding lasts until the node
-    next goes down; an edge as long as its parent's holding.
+    the issue if it did not. At a later hop the node takes the hop before as a child, unless that child is
+    the node's ancestor then (a loop); a parent that has that child already renews the edge (the old one
+    ends then). If the node held the topic the SUBSCRIBE stops there (a graft); else the node holds the
+    topic from then and the SUBSCRIBE goes on. A node at which Pastry delivered a SUBSCRIBE is a root from
+    then. A holding lasts until the node next goes down; an edge as long as its parent's holding.
     """
+    columns = ["topic", "kind", "node", "parent", "t_from", "t_to", "by", "hop"]
     if hops.empty:
-        return pd.DataFrame(columns=["topic", "kind", "node", "parent", "t_from", "t_to"])
+        return pd.DataFrame(columns=columns)
     topic = int(hops.topic.iloc[0])
     tree = _Tree(held, spans)
     out: list[tuple] = []
@@ -174,24 +190,20 @@ def settle_topic(hops: pd.DataFrame, held: pd.DataFrame, spans: pd.DataFrame) ->
         if path not in prev and i > 0 or tree.down(v, t):
             prev.pop(path, None)
             continue
-        if i == 0:
-            if tree.end(v, t) is None:
-                out.append(("hold", v, -1, t, tree.hold(v, t)))
-            if is_last and ended and not tree.rooted(v, t):   # the subscriber is closest to the topicId
-                out.append(("root", v, -1, t, tree.root(v, t)))
-            prev[path] = v
-            continue
-        child, holding = prev.pop(path), tree.end(v, t) is not None
+        holding = tree.end(v, t) is not None
         if not holding:
-            out.append(("hold", v, -1, t, tree.hold(v, t)))
-        if not tree.above(child, v, t):
-            out.append(("edge", child, v, t, tree.edge(child, v, t)))
-        if not holding and not is_last:
+            out.append(("hold", v, -1, t, tree.hold(v, t), path, i))
+        if i > 0:
+            child = prev.pop(path)
+            if not tree.above(child, v, t):
+                out += [("renew", child, v, f, t, -1, -1) for f in tree.renew(child, v, t)]
+                out.append(("edge", child, v, t, tree.edge(child, v, t), -1, -1))
+        if (i == 0 or not holding) and not is_last:
             prev[path] = v
-        if is_last and ended and not tree.rooted(v, t):
-            out.append(("root", v, -1, t, tree.root(v, t)))
-    frame = pd.DataFrame(out, columns=["kind", "node", "parent", "t_from", "t_to"])
-    return frame.assign(topic=topic)[["topic", "kind", "node", "parent", "t_from", "t_to"]]
+        if is_last and ended and not tree.rooted(v, t):   # Pastry delivered it here: the closest node
+            out.append(("root", v, -1, t, tree.root(v, t), -1, -1))
+    frame = pd.DataFrame(out, columns=columns[1:])
+    return frame.assign(topic=topic)[columns]
 
 
 class _Tree:
@@ -234,6 +246,14 @@ class _Tree:
         end = min((down for down, _up in self.outages.get(v, ()) if down > t), default=math.inf)
         self.holds.setdefault(v, []).append((t, end))
         return end
+
+    def renew(self, child: int, parent: int, t: float) -> list[float]:
+        """End at t the edges parent -> child in force then; their start times."""
+        edges = self.parents.get(child, [])
+        again = [k for k, (p, f, b) in enumerate(edges) if p == parent and f <= t < b]
+        for k in again:
+            edges[k] = (parent, edges[k][1], t)
+        return [edges[k][1] for k in again]
 
     def edge(self, child: int, parent: int, t: float) -> float:
         """parent takes child at t, for as long as it holds the topic; when that ends."""
