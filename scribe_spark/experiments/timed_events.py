@@ -1,11 +1,13 @@
-"""pastry_timed's Scribe part: topics, subscribers and events; the events' way down the trees, the heartbeats
-and their timeouts; per event and per bin.
+"""pastry_timed's Scribe part: topics, subscribers and events; the SUBSCRIBEs that repair the trees; the
+events' way down the trees, the heartbeats and their timeouts; per event and per bin.
 
 With `topics` > 0, each topic has `subscribers` subscribers drawn among the members up at the start, and
-its tree is the one Scribe builds on the overlay at the start. Events are published as a Poisson process
-by random members and routed to the topicId as the lookups are, in time, by the same run; the root starts
-each down its tree, and parents send their children heartbeats (`scribe.timed`, with the application's
-forward upcall if one is given).
+its tree starts as the one Scribe builds on the overlay at the start (`begin`). Events are published as a
+Poisson process by random members and routed to the topicId as the lookups are, in time, by the same run;
+a root starts each down its tree, and parents send their children heartbeats (`scribe.timed`, with the
+application's forward upcall if one is given). The SUBSCRIBEs of the children that declared their parent
+dead and of the subscribers that came back (`subscribes`) are routed by the same run too, and grow the
+trees from their hops (`hops`, `outcomes`); `pastry_timed` runs the rounds that settle them.
 """
 from __future__ import annotations
 
@@ -169,9 +171,11 @@ def holders(timed: scribe_timed.TimedTrees, topics: Topics) -> pd.DataFrame:
 class Outcomes:
     """What the events and the heartbeats did: per event issued (by a live node), by event: t_issue,
     expected (its topic's subscribers up at its issue), reached (how many of those it reached) and their
-    summed latency (ms); the heartbeats sent per bin; the heartbeat timeouts (topic, parent, child, t); the
-    tree edges of each parent that went (parent, children); and, kept for the check, every copy that
-    reached a node still in its tree (event, node, t), by event and node (else None)."""
+    summed latency (ms); the heartbeats sent per bin; the heartbeat timeouts (topic, parent, child, t,
+    t_gone); the tree edges of each parent that went, by its going (parent, t_gone, children); kept for the
+    check, every copy that reached a node holding its topic (event, node, t), by event, node and time (else
+    None); and the trees' holders, the orphans grafted back, and the SUBSCRIBE hops and acknowledgements
+    sent per bin."""
 
     per_event: pd.DataFrame
     heartbeats: np.ndarray
