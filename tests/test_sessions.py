@@ -111,6 +111,8 @@ def test_members_by_epoch_replays_the_runs_rules(tmp_path):
 
 
 def test_a_trace_is_parsed_once_while_unchanged(tmp_path, monkeypatch):
+    """The check, the ring's size and the run read a trace: it is parsed once while the file is unchanged,
+    each caller gets a copy of its own, and a changed file is read again."""
     from scribe_spark import sessions
     parses = []
     parse = sessions._parse_trace

@@ -470,7 +470,8 @@ def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departu
             if again.equals(subs) and scribe.holders.equals(holders):
                 return replace(got, events=None), scribe, subs   # its events are released below
             why = ("the same SUBSCRIBEs, grafted elsewhere" if again.equals(subs) else
-                   f"{len(again):,} SUBSCRIBEs where it routed {len(subs):,}")
+                   f"{len(again):,} SUBSCRIBEs where it routed {len(subs):,}, the first other at "
+                   f"t = {_first_other(again, subs) / 1000.0:.3f} s")
             run.log(f"{at.label}: round {r} asks for {why}; another round")
             subs, holders = again, scribe.holders
         raise RuntimeError(f"{at.label}: the SUBSCRIBEs still changed after {ROUNDS_MAX} rounds")
@@ -478,6 +479,12 @@ def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departu
         if warm is not None:
             bsp.release(warm)
         start.release()
+
+
+def _first_other(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """The earliest issue time of a SUBSCRIBE in one of the frames and not in the other (inf: none)."""
+    rows = pd.concat([a, b]).drop_duplicates(keep=False)
+    return float(rows.t_issue.min()) if len(rows) else math.inf
 
 
 def _asks(p: PastryTimedParams, events: timed_events.Events,
@@ -564,7 +571,8 @@ def _check(p: PastryTimedParams, at: Point, run: Run, ring: Ring, gone: Departur
 
 
 def _reference_rounds(p: PastryTimedParams, ring: Ring, gone: Departures, routed: pd.DataFrame,
-                      events: timed_events.Events, sim) -> tuple:
+                      events: timed_events.Events,
+                      sim) -> tuple[object, timed_events.Reference, pd.DataFrame]:
     """The reference's own rounds of SUBSCRIBEs (as `_simulated`'s): its last Pastry run, its Scribe, and the
     SUBSCRIBEs it routed."""
     until, spans = 1000.0 * p.duration_s, list(gone.spans.itertuples(index=False, name=None))

@@ -364,6 +364,7 @@ def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], 
         {c: TIMEOUT_TYPES[c] for c in ("topic", "parent", "child", "t")})
 
     def ordered(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+        """The frame in the order `Outcomes` has it."""
         return frame.sort_values(by, kind="stable").reset_index(drop=True)
     return Reference(ordered(copies, ["event", "node", "t"]), hb.bins.count(got.heartbeats),
                      ordered(timeouts, ["topic", "parent", "child", "t"]),

@@ -133,6 +133,7 @@ def grafted(overlay: Overlay, start: TimedTrees, paths: DataFrame, spans: pd.Dat
     outages = spans[["node", "down", "up"]].copy()
 
     def settle(hops: pd.DataFrame, held: pd.DataFrame) -> pd.DataFrame:
+        """One topic's group: its SUBSCRIBE hops and its trees so far."""
         return settle_topic(hops, held, outages)
     new = paths.groupBy(TOPIC).cogroup(state.groupBy(TOPIC)).applyInPandas(settle, SETTLED).localCheckpoint()
     try:
