@@ -456,7 +456,7 @@ def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departu
         # alone make a first round close to the last
         quiet = timed_events.quiet_timeouts(overlay, start, heartbeats(p)) if p.resubscribe else None
         subs = asks(timed_events.NO_TIMEOUTS if quiet is None else quiet)
-        holders = timed_events.holders(start.timed, events.topics)
+        holders = timed_events.holders(start.timed, events.topics) if p.resubscribe else None
         for r in range(1, ROUNDS_MAX + 1):
             routes = pd.concat([asked, subs[asked.columns]], ignore_index=True)
             some = len(subs) > 0   # without SUBSCRIBEs, the run of the lookups and events alone
@@ -467,7 +467,7 @@ def _simulated(p: PastryTimedParams, at: Point, run: Run, overlay, gone: Departu
             warm = got.events
             scribe = _events(p, at, run, overlay, start, gone, events, got, len(lookups), subs)
             again = asks(scribe.timeouts)
-            if again.equals(subs) and scribe.holders.equals(holders):
+            if again.equals(subs) and (holders is None or scribe.holders.equals(holders)):
                 return replace(got, events=None), scribe, subs   # its events are released below
             why = ("the same SUBSCRIBEs, grafted elsewhere" if again.equals(subs) else
                    f"{len(again):,} SUBSCRIBEs where it routed {len(subs):,}, the first other at "
@@ -525,7 +525,8 @@ def _events(p: PastryTimedParams, at: Point, run: Run, overlay, start: timed_eve
     t0 = time.time()
     done = timed_events.ends(got, lookups, len(events.published))
     paths = timed_events.hops(subs, got, lookups + len(events.published))
-    out = timed_events.outcomes(overlay, start, events, done, gone.spans, heartbeats(p), paths, keep=p.check)
+    out = timed_events.outcomes(overlay, start, events, done, gone.spans, heartbeats(p), paths, keep=p.check,
+                                with_holders=p.resubscribe)
     n = _reached(out)
     run.log(f"{at.label}: {n['events']:,} events issued reached {n['reached']:,} of the {n['expected']:,} "
             f"deliveries to subscribers up at their issue; {int(out.heartbeats.sum()):,} heartbeats, "

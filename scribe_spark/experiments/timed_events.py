@@ -190,10 +190,10 @@ class Outcomes:
 
 def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame, gone_spans: pd.DataFrame,
              hb: scribe_timed.Heartbeats, paths: pd.DataFrame | None = None, keep: bool = False,
-             forward: scribe_timed.Forward | None = None) -> Outcomes:
+             forward: scribe_timed.Forward | None = None, with_holders: bool = True) -> Outcomes:
     """Send the events down the trees (those of the start, changed by the SUBSCRIBEs of `paths` if any:
     `hops`), and count the heartbeats and timeouts (`forward`: the application's forward upcall on events,
-    `scribe.timed.deliver`).
+    `scribe.timed.deliver`); the trees' holders only `with_holders`.
 
     The copies stay in Spark: only a row per event (and the copies, for the check) comes to the driver."""
     spark = overlay.state.sparkSession
@@ -212,12 +212,16 @@ def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame,
                                                                   "node long, t double"), hb.hop_ms,
                                       hb.until, forward).localCheckpoint()
         frames.append(copies)
-        taken = timed.edges.filter(F.col("t_from") > -math.inf).select("t_from").toPandas().t_from
+        grown = paths is not None   # else the trees of the start: nobody taken again, no acknowledgement
+        taken = timed.edges.filter(F.col("t_from") > -math.inf).select("t_from").toPandas().t_from if grown \
+            else np.zeros(0)
         return Outcomes(_per_event(spark, events, done, gone_spans, start.subs, copies),
                         scribe_timed.heartbeats(timed, copies, hb, forward),
                         scribe_timed.timeouts(overlay, timed, copies, hb, forward).astype(TIMEOUT_TYPES),
-                        _orphaned(timed), _copies(copies) if keep else None, holders(timed, events.topics),
-                        _reconnected(timed), _hops_sent(overlay.ring, paths, hb), hb.bins.count(taken))
+                        _orphaned(timed), _copies(copies) if keep else None,
+                        holders(timed, events.topics) if with_holders else None,
+                        _reconnected(timed) if grown else NONE_RECONNECTED,
+                        _hops_sent(overlay.ring, paths, hb), hb.bins.count(taken))
     finally:
         free(*frames)
 
@@ -246,6 +250,10 @@ def _orphaned(timed: scribe_timed.TimedTrees) -> pd.DataFrame:
     rows = gone.groupBy(F.col("dst").alias("parent"), F.col("t_to").alias("t_gone")).agg(
         F.count("*").alias("children")).toPandas()
     return rows.sort_values(["parent", "t_gone"], kind="stable").reset_index(drop=True)
+
+
+NONE_RECONNECTED = pd.DataFrame({"topic": np.zeros(0, np.int64), "parent": np.zeros(0, np.int64),
+                                 "t_gone": np.zeros(0), "child": np.zeros(0, np.int64), "t": np.zeros(0)})
 
 
 def _reconnected(timed: scribe_timed.TimedTrees) -> pd.DataFrame:
