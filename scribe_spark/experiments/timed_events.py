@@ -202,9 +202,10 @@ def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame,
                             "topic": events.published.topic.to_numpy(np.int64)[ended.event.to_numpy()],
                             "node": ended.dest.to_numpy(np.int64), "t": ended.t_done.to_numpy(np.float64)})
     frames: list[DataFrame] = []
+    grown = paths is not None   # else the trees of the start: nobody taken again, no acknowledgement
     try:
         timed = start.timed
-        if paths is not None:
+        if grown:
             grown = local_frame(spark, paths, PATH_SCHEMA)
             timed = scribe_timed.grafted(overlay, start.timed, grown, gone_spans, hb.hop_ms)
             frames += timed.frames()
@@ -212,7 +213,6 @@ def outcomes(overlay: Overlay, start: Start, events: Events, done: pd.DataFrame,
                                                                   "node long, t double"), hb.hop_ms,
                                       hb.until, forward).localCheckpoint()
         frames.append(copies)
-        grown = paths is not None   # else the trees of the start: nobody taken again, no acknowledgement
         taken = timed.edges.filter(F.col("t_from") > -math.inf).select("t_from").toPandas().t_from if grown \
             else np.zeros(0)
         return Outcomes(_per_event(spark, events, done, gone_spans, start.subs, copies),

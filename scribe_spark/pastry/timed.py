@@ -443,9 +443,8 @@ def _holders(spark, holders: pd.DataFrame | None) -> DataFrame | None:
 
 
 def _stops(ctx: _Context, read: DataFrame) -> DataFrame:
-    """The lookups at their nodes, with `stop`: a SUBSCRIBE at a node holding its topic then."""
-    if ctx.holders is None:
-        return read.withColumn("stop", F.lit(False))
+    """The lookups at their nodes, with `stop`: a SUBSCRIBE at a node holding its topic then (`ctx.holders`,
+    which the caller has)."""
     h, t = ctx.holders, F.col("t")
     path, hop = F.col("lid") - ctx.subscribes, F.col("hops") + 1   # this arrival's hop
     earlier = (h["_by"] < path) | ((h["_by"] == path) & (h["_hop"] < hop))

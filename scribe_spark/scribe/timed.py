@@ -66,8 +66,9 @@ class Heartbeats:
         return keepalive_phase(nodes, self.seed ^ HEARTBEAT_SALT, self.period_ms)
 
     def first_tick(self, nodes: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Per node, the number of its first tick at or after t (ticks computed as phase + k period)."""
-        phase, t = self.phase(nodes), np.asarray(t, np.float64)
+        """Per node, the number of its first tick at or after t (ticks computed as phase + k period; tick 0
+        for any t up to 0, -inf included, as ticks start in [0, period); the run's end for t = inf)."""
+        phase, t = self.phase(nodes), np.maximum(np.asarray(t, np.float64), 0.0)
         fin = np.where(np.isfinite(t), t, self.until)
         return first_ticks(phase, self.period_ms, lambda s, i: s >= fin[i], guess_ticks(fin, phase,
                                                                                           self.period_ms))
@@ -289,13 +290,13 @@ def deliver(overlay: Overlay, trees: TimedTrees, at_root: DataFrame, hop_ms: flo
     holds = trees.holds.select(TOPIC, NODE, F.col(FROM).alias("_h_from"), F.col(TO).alias("_h_to"))
     roots = trees.roots.select(TOPIC, NODE, F.col(FROM).alias("_r_from"), F.col(TO).alias("_r_to"))
     t = F.col(T_AT)
-    starts = _kept(at_root.join(roots, [TOPIC, NODE]).filter((F.col("_r_from") <= t) & (t < F.col("_r_to")))
+    starts = _kept(at_root.join(roots, [TOPIC, NODE]).filter(_during(t, "_r_from", "_r_to"))
                    .select(EVENT, TOPIC, NODE, T_AT), holds, until_ms)
 
     def send(at_parent: DataFrame) -> DataFrame:
         """Each node a copy reached sends one to each child it has then, kept where the child holds the
         topic."""
-        now = at_parent.filter((F.col(FROM) <= t) & (t < F.col(TO)))
+        now = at_parent.filter(_during(t, FROM, TO))
         sent = forwarded(now, forward).select(EVENT, TOPIC, F.col(SRC).alias(NODE),
                                               (t + F.col("edge_delay") + F.lit(float(hop_ms))).alias(T_AT))
         return _kept(sent, holds, until_ms)
@@ -307,6 +308,11 @@ def deliver(overlay: Overlay, trees: TimedTrees, at_root: DataFrame, hop_ms: flo
     return reached.select(EVENT, TOPIC, NODE, T_AT)
 
 
+def _during(t: Column, start: str, end: str) -> Column:
+    """Whether time t falls in the interval [start, end) of a row (a holding's, an edge's, a root's)."""
+    return (F.col(start) <= t) & (t < F.col(end))
+
+
 def forwarded(copies: DataFrame, forward: Forward | None) -> DataFrame:
     """The copies (event, topic, node, t, ...) their nodes send on: all, or those the forward upcall lets
     through."""
@@ -316,7 +322,7 @@ def forwarded(copies: DataFrame, forward: Forward | None) -> DataFrame:
 def _kept(copies: DataFrame, holds: DataFrame, until_ms: float) -> DataFrame:
     """The copies that arrive while their node holds their topic, before the end."""
     t = F.col(T_AT)
-    kept = (F.col("_h_from") <= t) & (t < F.col("_h_to")) & (t < F.lit(float(until_ms)))
+    kept = _during(t, "_h_from", "_h_to") & (t < F.lit(float(until_ms)))
     return copies.join(holds, [TOPIC, NODE]).filter(kept).drop("_h_from", "_h_to")
 
 
@@ -338,7 +344,7 @@ def heartbeats(trees: TimedTrees, copies: DataFrame, hb: Heartbeats,
     def ticks(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for f in frames:
             p = f.p.to_numpy(np.int64)
-            first = hb.first_tick(p, np.maximum(f[FROM].to_numpy(np.float64), 0.0)).astype(np.int64)
+            first = hb.first_tick(p, f[FROM].to_numpy(np.float64)).astype(np.int64)
             n = np.maximum(hb.first_tick(p, f.end.to_numpy(np.float64)).astype(np.int64) - first, 0)
             row = np.repeat(np.arange(len(p)), n)
             k = np.repeat(first, n) + np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)
@@ -364,7 +370,7 @@ def _sends(trees: TimedTrees, copies: DataFrame, hb: Heartbeats) -> DataFrame:
     parent's last tick on the edge."""
     s = F.col("s")
     sends = (copies.select(TOPIC, F.col(NODE).alias("p"), F.col(T_AT).alias("s"))
-             .join(_by_edge(trees, hb), [TOPIC, "p"]).filter((F.col(FROM) <= s) & (s < F.col(TO))))
+             .join(_by_edge(trees, hb), [TOPIC, "p"]).filter(_during(s, FROM, TO)))
 
     def spare(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for f in frames:
@@ -397,14 +403,14 @@ def timeouts(overlay: Overlay, trees: TimedTrees, copies: DataFrame, hb: Heartbe
                                F.col(TO).alias("_c_to"))
     edges = (_by_edge(trees, hb).filter(F.col(TO) < hb.until)
              .join(child, [TOPIC, "c"])
-             .filter((F.col("_c_from") <= F.col(FROM)) & (F.col(FROM) < F.col("_c_to")))
+             .filter(_during(F.col(FROM), "_c_from", "_c_to"))
              .join(sends, [TOPIC, "p", "c", FROM], "left"))
     edges = with_distance(overlay, edges, "p", "c", "d")
 
     def declare(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for f in frames:
             p = f.p.to_numpy(np.int64)
-            first = hb.first_tick(p, np.maximum(f[FROM].to_numpy(np.float64), 0.0))
+            first = hb.first_tick(p, f[FROM].to_numpy(np.float64))
             last = hb.first_tick(p, f[TO].to_numpy(np.float64)) - 1
             beat = np.where((last >= first) & (f.spared.fillna(0).to_numpy() == 0), hb.tick(p, last), -np.inf)
             sent = np.maximum(beat, f.s_max.fillna(-np.inf).to_numpy(np.float64))
