@@ -11,7 +11,7 @@ uniform times, `--lookups-per-node-s` per node per second. Timers: keep-alive 30
 3 s, retransmission timeout 500 ms, 1 ms a hop, lookups lost after 60 s. Prints per N: wall time,
 passes of the fixed point and seconds per pass, events at the fixed point, lookups by outcome,
 and with `--check` the sequential reference's wall time and whether every lookup outcome,
-latency, detection, repair and message count agrees (exit 1 if not; `pastry_timed`'s own check).
+latency, detection, repair and message count agrees (exit 1 if not; `churn`'s own check).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def workload(n: int, duration_s: float, mean_session_s: float, rate: float):
 
 def check(ring, crashes, lookups, until, timers, got) -> tuple[float, bool]:
     """The sequential reference on the same inputs: its wall time and whether it agrees."""
-    from scribe_spark.experiments.pastry_timed import Departures, reference_differences
+    from scribe_spark.experiments.churn import Departures, reference_differences
     t0 = time.time()
     differ = reference_differences(ring, timers, 0, Departures.of_times(crashes), lookups, until, until, got)
     return time.time() - t0, not differ

@@ -1,4 +1,4 @@
-"""spark-submit entry point: churn run (continuous joins and leaves while lookups and Scribe events go on)."""
+"""spark-submit entry point: Pastry in simulated time (crashes, keep-alives, leaf-set repair, lookups)."""
 from scribe_spark.cli import run_job
 
 if __name__ == "__main__":

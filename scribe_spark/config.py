@@ -22,7 +22,7 @@ from scribe_spark.topology import LAN_DELAY_MS, MODELS, PLANE_SIZE, load_matrix
 DELAY_MAX_MS = 100_000.0   # one link or one matrix entry: beyond 100 s a delay is a unit mistake
 TIME_MAX_MS = 3.6e9        # any duration in ms: a thousand hours
 TIME_MAX_S = TIME_MAX_MS / 1000.0
-REFERENCE_NODES_MAX = 20_000   # pastry_timed: the sequential reference runs one event at a time
+REFERENCE_NODES_MAX = 20_000   # churn: the sequential reference runs one event at a time
 RATE_MAX = 10_000_000.0    # events per second
 PARTITIONS_MAX = 10_000    # Spark tasks per superstep: more cost more in start-up than they gain
 TNO_TOPICS_MAX = 10_000_000
@@ -628,63 +628,6 @@ class ScribeRepairParams(TopicWorkload, Failures, Replicas, AnyProximity):
         return self.overlay_needs() + self.topic_needs() + [draws]
 
 
-@dataclass(frozen=True)
-class ChurnParams(TopicWorkload, Replicas, AnyProximity):
-    """Churn run: nodes leave and join continuously (exponential sessions) while lookups and events go on."""
-
-    nodes: int = node_counts(2000, "members at the start")
-    epochs: int = count(8, "epochs simulated", hi=10_000, why_hi="each epoch is several Spark jobs")
-    epoch_s: float = knob(60.0, "one epoch: departures, checks before repair, repair, joins, checks after",
-                          unit="s", lo=0.0, hi=86_400.0, lo_open=True)
-    session: str = knob("exponential", "session-time law: exponential, weibull, pareto, or trace (the "
-                                       "sessions of the file `trace`)", choices=(*sessions.LAWS, "trace"))
-    mean_session_s: float = knob(1800.0, "mean session time (not used with a trace)", unit="s", lo=0.0,
-                                 hi=1e9, lo_open=True)
-    weibull_shape: float = knob(1.0, "Weibull shape k (1 = exponential; below 1, more short and long "
-                                     "sessions)", lo=0.05, hi=100.0, only_with=("session", "weibull"))
-    pareto_shape: float = knob(2.0, "Pareto shape alpha (> 1 for a finite mean; up to 2 the variance is "
-                                    "infinite)", lo=1.0, hi=100.0, lo_open=True,
-                               only_with=("session", "pareto"))
-    trace: str = knob("", "session trace (CSV with header node,start_s,end_s; one row per session, in s "
-                          "from the run's start)", only_with=("session", "trace"))
-    leave_share: float = share(0.0, "share of the departures that are graceful leaves (repaired before the "
-                                    "epoch's first checks); the others are crashes, found by the checks")
-    lookups: int = count(20_000, "random keys from random live members, per check")
-    topics: int = count(30, "Scribe topics")
-
-    def validate(self) -> None:
-        least = 2 * (self.leaf_set + 2)
-        _require(self.nodes >= least, "nodes", f"must be >= 2 (leaf_set + 2) = {least}", self.nodes)
-        if self.session == "trace":
-            self.validate_trace()
-        else:
-            _require(self.epochs * self.epoch_s <= 0.5 * self.mean_session_s, "mean_session_s",
-                     "must be at least twice epochs * epoch_s (the pool of newcomers is `nodes` ids)",
-                     self.mean_session_s)
-        self.validate_topics(self.nodes)
-        self.validate_replicas(self.leaf_set)
-        self.validate_overlay()
-
-    def validate_trace(self) -> None:
-        """Check the trace file: readable, well formed, `nodes` sessions under way at time 0."""
-        trace = _checked_trace(self.trace, self.nodes)
-        least = 2 * (self.leaf_set + 2)
-        for e, members in enumerate(sessions.members_by_epoch(trace, self.epochs, self.epoch_s)):
-            _require(members >= least, "trace", f"leaves {members} nodes online in epoch {e}, fewer than "
-                     f"the 2 (leaf_set + 2) = {least} an overlay needs", self.trace)
-
-    def peak_nodes(self) -> int:
-        """Members and the pool of newcomers (with a trace: one node id per session)."""
-        if self.session == "trace" and is_file(self.trace):
-            return len(sessions.read_trace(self.trace))
-        return 2 * self.nodes
-
-    def needs(self) -> list[tuple[Any, int, str]]:
-        return (self.overlay_needs() + [("lookups", self.lookups * 48, f"{self.lookups:,} lookups")]
-                + self.topic_needs())
-
-
-
 def max_delay_ms(p: AnyProximity) -> float:
     """An upper bound of one message's link delay under the run's proximity model (ms).
 
@@ -705,7 +648,7 @@ def max_delay_ms(p: AnyProximity) -> float:
 
 
 @dataclass(frozen=True)
-class PastryTimedParams(AnyProximity):
+class ChurnParams(AnyProximity):
     """Pastry in simulated time: crashes and leaves at session ends, keep-alives, repair, lookups per bin."""
 
     nodes: int = node_counts(1000, "nodes, all up and converged at the start unless start = steady")

@@ -137,19 +137,6 @@ def _parse_trace(path: str | Path) -> pd.DataFrame:
     return t.reset_index(drop=True)
 
 
-def members_by_epoch(trace: pd.DataFrame, epochs: int, epoch_s: float) -> list[int]:
-    """The fewest nodes online in each epoch as the churn run replays a trace: once the sessions
-    ending in the epoch (end < its end) have left, before those starting in it join at its end."""
-    start, end = trace.start_s.to_numpy(), trace.end_s.to_numpy()
-    joined = (start <= 0) & (end > 0)
-    out = []
-    for e in range(epochs):
-        until = (e + 1) * epoch_s
-        out.append(int((joined & (end >= until)).sum()))
-        joined |= (start > until - epoch_s) & (start <= until)
-    return out
-
-
 Times = float | list[float] | tuple[float, ...]
 
 

@@ -17,26 +17,26 @@ class Purpose:
     NETWORK = 0              # the transit-stub router graph (scope: none)
     LOOKUPS = 1              # lookup sources and keys
     JOIN_ORDER = 2           # pastry_joins: which nodes join in which batch
-    SUBSCRIPTIONS = 2        # S3, churn, pastry_timed: each topic's subscribers (S1/S2 draw with MEMBERS)
+    SUBSCRIPTIONS = 2        # S3, churn: each topic's subscribers (S1/S2 draw with MEMBERS)
     PUBLISHERS = 3           # Scribe: the node that publishes each topic's event
     CREATORS = 4             # Scribe: each topic's creator, when the creator is the root
     FAILURES = 5             # pastry_failures: who fails, and the lookups after
     WORKLOAD = 7             # scribe_repair, tno_ordering: failures, topics and subscriptions
-    PUBLICATIONS = 8         # tno_ordering, pastry_timed: publication times, publishers and topics
+    PUBLICATIONS = 8         # tno_ordering, churn: publication times, publishers and topics
     SEQUENCER_DELAYS = 9     # tno_ordering: the sequencer's link delays
     RECOVERY = 10            # tno_ordering: gap recovery's delays
-    CHURN = 11               # churn: sessions, arrivals and checks; pastry_timed: crashes and lookups
+    CHURN = 11               # churn: sessions, crashes and lookups
     KEYS = 11                # tno_ordering: the keys of the ENS's jitter and loss draws
     GROWTH = 12              # overlay = joined: the order in which nodes join (P1/P2, S1/S2)
     MEMBERS = 13             # S1/S2: each topic's subscribers per chunk of nodes (scope: topic[, chunk])
     FORGED = 14              # S1/S2: requests with forged credentials (scope: block)
-    LEAVES = 15              # churn, pastry_timed: who leaves gracefully (scope: epoch; nodes)
+    LEAVES = 15              # churn: who leaves gracefully (nodes)
     RING = 16                # the ring's blocks after the first (scope: nodes, block)
     LOOKUP_BLOCKS = 17       # lookups' later blocks (scope: their first block's scope and purpose, block)
-    RETURNS = 18             # pastry_timed: which departed nodes come back, and after how long (nodes)
-    SESSIONS = 19            # pastry_timed: the sessions after a return, how they end (nodes, round)
-    START = 20               # pastry_timed: who is down at a steady start, and for how long (nodes)
-    ARRIVALS = 21            # pastry_timed: newcomers' arrivals, sessions and returns (nodes[, round])
+    RETURNS = 18             # churn: which departed nodes come back, and after how long (nodes)
+    SESSIONS = 19            # churn: the sessions after a return, how they end (nodes, round)
+    START = 20               # churn: who is down at a steady start, and for how long (nodes)
+    ARRIVALS = 21            # churn: newcomers' arrivals, sessions and returns (nodes[, round])
 
 
 def stream(seed: int, purpose: int | None, *scope: int) -> np.random.Generator:

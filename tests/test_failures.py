@@ -245,7 +245,7 @@ def test_runs_are_read_around_the_ring_and_among_members_only():
     assert kernels.runs(np.zeros(3, dtype=bool)).tolist() == []
     assert kernels.runs(np.ones(3, dtype=bool)).tolist() == [3]
     assert kernels.runs(np.zeros(0, dtype=bool)).tolist() == []
-    # churn: the overlay holds every other node; the others never joined and count as dead, yet a
+    # a partial overlay: it holds every other node; the others never joined and count as dead, yet a
     # run counts adjacent members only: members 2 and 3 (ring positions 4, 6) failing are a run of 2
     ring = small_ring(20, b=2, leaf=8, nbr=8, seed=17)
     members = ring.order[::2]

@@ -12,7 +12,7 @@ from scribe_spark.scribe import reliable
 from scribe_spark.scribe import repair as rp
 from scribe_spark.scribe import topics as tp
 from scribe_spark.scribe import trees as tr
-from tests.helpers import ROOT, adaptive_execution_off, small_ring
+from tests.helpers import adaptive_execution_off, small_ring
 
 
 @pytest.fixture(scope="module")
@@ -179,47 +179,3 @@ def test_scribe_repair_job(tiny):
     assert t.loc[("reliable", "during"), "late_deliveries"] > 0
     assert (t.out_of_order_deliveries == 0).all()
     assert (folder / "delivery_by_round.png").stat().st_size > 0 and (folder / "summary.md").exists()
-
-
-@pytest.mark.slow
-def test_churn_job(tiny):
-    folder = tiny("churn")
-    t = pd.read_csv(folder / "churn.csv")
-    assert (t.left > 0).all() and (t.joined > 0).all()
-    assert (t.members == 400 + (t.joined - t.left).cumsum()).all()
-    # the job itself checks every root against the brute-force closest live node after joins;
-    # after repair every lookup is correct and every live subscription is joined again
-    assert (t.lookups_correct_after_repair == 1.0).all()
-    assert (t.topics_lost == 0).all()          # this seed never fails a root together with all its replicas
-    assert (t.event_delivery_after_repair == 1.0).all()
-    assert (t.event_delivery_before_repair < 1.0).any() and (t.timeouts_per_lookup_before_repair > 0).any()
-    assert (t.left_gracefully == 0).all()   # leave_share = 0: every departure a crash
-
-
-@pytest.mark.slow
-def test_churn_replays_a_session_trace(spark, tmp_path):
-    """session = trace: who leaves and who joins in the epoch is the trace's, and repair still holds.
-
-    Every departure is a graceful leave (leave_share = 1), repaired before the checks: unlike the crashes
-    of `test_churn_job`, no check sees them."""
-    from scribe_spark import cli
-    rng = np.random.default_rng(9)
-    first = rng.uniform(10, 1000, 400)                       # 400 under way at time 0
-    starts = rng.uniform(0.5, 90, 60)                        # 60 arrive, some after the one epoch
-    rows = [f"n{i},-100,{e:.3f}" for i, e in enumerate(first)]
-    rows += [f"m{i},{s:.3f},{s + rng.uniform(200, 900):.3f}" for i, s in enumerate(starts)]
-    trace = tmp_path / "sessions.csv"
-    trace.write_text("node,start_s,end_s\n" + "\n".join(rows) + "\n")
-    conf = ROOT / "conf" / "tiny" / "churn.toml"
-    assert cli.main("churn", ["--conf", str(conf), "--set", "session=trace", "--set", f"trace={trace}",
-                              "--set", "epochs=1", "--set", "leave_share=1",
-                              "--out", str(tmp_path / "out")]) == 0
-    t = pd.read_csv(tmp_path / "out" / "churn" / "churn.csv")
-    first, starts = np.round(first, 3), np.round(starts, 3)
-    assert list(t.joined) == [int((starts <= 60).sum())] and (starts > 60).any()
-    assert list(t.left) == [int((first < 60).sum())] and (first >= 60).any()
-    assert (t.lookups_correct_after_repair == 1.0).all() and (t.event_delivery_after_repair == 1.0).all()
-    assert (t.left_gracefully == t.left).all() and (t.timeouts_per_lookup_before_repair == 0).all()
-    assert (t.event_delivery_before_repair == 1.0).all() and (t.lookups_correct_before_repair == 1.0).all()
-    assert "sessions replayed from sessions.csv (460 sessions)" in \
-        (tmp_path / "out" / "churn" / "summary.md").read_text()

@@ -4,8 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from scribe_spark.sessions import SessionLaw, members_by_epoch, read_trace
-from scribe_spark.workloads.churn_models import LawChurn, TraceChurn
+from scribe_spark.sessions import SessionLaw, read_trace
 
 LAWS = [SessionLaw("exponential", 600.0), SessionLaw("weibull", 600.0, 0.6),
         SessionLaw("weibull", 600.0, 2.5), SessionLaw("pareto", 600.0, 3.0)]
@@ -57,11 +56,12 @@ def test_arrivals_and_residuals_keep_the_size_steady(law):
     """Little's law from the start: the first members' residual sessions keep the size where it is
     (whole sessions would not: a long- or short-tailed law would make it dip or swell at first)."""
     rng = np.random.default_rng(4)
-    churn, span = LawChurn(law, 20_000), 5.0     # short steps: joins batched at a step's end add little
-    ends, sizes = churn.start(rng), []
+    nodes, span = 20_000, 5.0                    # short steps: arrivals counted at a step's end add little
+    ends, sizes = law.residuals(rng, nodes), []
     for e in range(360):
         until = (e + 1) * span
-        ends = np.concatenate([ends[ends > until], churn.arriving(until, span, rng)])
+        arriving = until + law.sessions(rng, rng.poisson(nodes * span / law.mean_s))
+        ends = np.concatenate([ends[ends > until], arriving])
         sizes.append(len(ends))
     assert np.mean(sizes[:120]) == pytest.approx(20_000, rel=0.015)   # the first mean session
     assert np.mean(sizes) == pytest.approx(20_000, rel=0.015)
@@ -80,16 +80,6 @@ def _trace(tmp_path, text):
     return f
 
 
-def test_a_trace_replays_who_is_online_when(tmp_path):
-    f = _trace(tmp_path, "node,start_s,end_s\na,-10,100\nb,0,30\nc,-50,-1\nd,20,90\na,150,400\ne,61,62\n")
-    churn = TraceChurn(read_trace(f), str(f))
-    assert churn.nodes == 2 and churn.universe == 5             # a and b at 0; c ended before; d, e, a later
-    assert sorted(churn.start(None)) == [30.0, 100.0]
-    assert list(churn.arriving(60.0, 60.0, None)) == [90.0]     # d starts in (0, 60]
-    assert list(churn.arriving(120.0, 60.0, None)) == [62.0]    # e in (60, 120]
-    assert list(churn.arriving(180.0, 60.0, None)) == [400.0]   # a's second session
-
-
 @pytest.mark.parametrize("text, message", [
     ("id,start,end\n1,0,5\n", "header must be node,start_s,end_s"),
     ("node,start_s,end_s\n", "no sessions"),
@@ -101,13 +91,6 @@ def test_a_trace_replays_who_is_online_when(tmp_path):
 def test_bad_traces_are_refused_with_the_row(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         read_trace(_trace(tmp_path, text))
-
-
-def test_members_by_epoch_replays_the_runs_rules(tmp_path):
-    f = _trace(tmp_path, "node,start_s,end_s\na,-10,100\nb,0,30\nc,-50,-1\nd,20,90\na,150,400\ne,61,62\n")
-    # epoch 0 ends at 60: b has left, a stays (d joins at 60); epoch 1: a (100) and d (90) have left
-    # (e joins at 120); epoch 2: e (62) has left before a's second session joins at 180
-    assert members_by_epoch(read_trace(f), 3, 60.0) == [1, 0, 0]
 
 
 def test_a_trace_is_parsed_once_while_unchanged(tmp_path, monkeypatch):

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark.experiments.pastry_timed import Departures, _differences, reference_run
+from scribe_spark.experiments.churn import Departures, _differences, reference_run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry import timed
 from tests.helpers import small_ring
 
 TM = timed.Timers(keepalive_ms=1000.0, failure_timeout_ms=1000.0, rto_ms=500.0, proc_ms=1.0,
-                  lookup_timeout_ms=20_000.0, table_repair=False)   # the tiny pastry_timed run repairs them
+                  lookup_timeout_ms=20_000.0, table_repair=False)   # the tiny churn run repairs them
 NO_LOOKUPS = pd.DataFrame({"t_issue": [], "src": [], "key_hi": [], "key_lo": []})
 
 
@@ -43,7 +43,7 @@ def test_recoveries_give_the_reference_run_in_passes_that_renew_only_what_moved(
     again, not declared). Every pass after the first derives anew only what the nodes whose events
     changed decide (`_renewed`), whatever their number. The lookups, detections, leaf-set requests,
     repairs and messages by kind and by bin equal the reference's, on a latency matrix with |L| = 8 (the
-    tiny pastry_timed run, whose passes are mostly whole, has the plane, |L| = 16 and table repair)."""
+    tiny churn run, whose passes are mostly whole, has the plane, |L| = 16 and table repair)."""
     ring = small_ring(100, model="matrix", leaf=8, seed=2)
     seed, until = 3, 36_000.0
     rng = np.random.default_rng(4)

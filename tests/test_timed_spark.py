@@ -12,7 +12,7 @@ from scribe_spark import bsp
 from scribe_spark.pastry import kernels, timed
 from tests.helpers import ROOT, small_ring
 
-TINY = ROOT / "conf" / "tiny" / "pastry_timed.toml"
+TINY = ROOT / "conf" / "tiny" / "churn.toml"
 
 
 @pytest.mark.slow
@@ -22,7 +22,7 @@ def test_the_job_equals_the_sequential_reference_and_bins_what_it_simulated(tiny
     reference's (the job stops otherwise), with crashes, graceful leaves, returns and newcomers that join,
     and so did every copy of the Scribe events down the trees. Its timeouts fall on keep-alive ticks: the
     ties to order."""
-    folder = tiny("pastry_timed")
+    folder = tiny("churn")
     assert "The sequential reference simulation gave the same" in (folder / "summary.md").read_text()
     t, r = pd.read_csv(folder / "timeline.csv"), pd.read_csv(folder / "repairs.csv")
     assert t.time_s.tolist() == [0, 10, 20, 30, 40]
@@ -76,8 +76,8 @@ def test_newcomers_arrive_at_the_rate_nodes_leave_for_good(tmp_path):
     Newcomers are numbered after the members, absent from the start, and counted as arrivals, not as
     returns or nodes down at the start; their later sessions end and come back as the others'."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed as pt
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "nodes=4000",
+    from scribe_spark.experiments import churn as pt
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "nodes=4000",
                               "--set", "duration_s=3600", "--set", "mean_session_s=[600, 1200]"]).params
     short, _ = pt.workload(p, 600.0)
     long_, _ = pt.workload(p, 1200.0)
@@ -99,7 +99,7 @@ def test_a_trace_gives_the_members_their_returns_and_the_newcomers(tmp_path):
     later session a return; a node whose sessions are all before 0 is no node of the run. The trace must
     have `nodes` sessions under way at 0, and says who is up at the start and who joins."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed as pt
+    from scribe_spark.experiments import churn as pt
     from scribe_spark.knobs import ConfigError
     lines = ["node,start_s,end_s", "gone,-50,-10"] + [f"m{i:02d},-100,1000" for i in range(2, 40)]
     lines += ["m00,-100,5", "m00,8,30", "m01,-100,12", "n0,3,1000", "n1,9,20", "n1,25,26"]
@@ -107,7 +107,7 @@ def test_a_trace_gives_the_members_their_returns_and_the_newcomers(tmp_path):
     trace.write_text("\n".join(lines) + "\n")
     args = ["--conf", str(TINY), "--out", str(tmp_path), "--set", "session=trace", "--set", f"trace={trace}",
             "--set", "arrivals=none"]
-    p = plan("pastry_timed", [*args, "--set", "nodes=40"]).params
+    p = plan("churn", [*args, "--set", "nodes=40"]).params
     gone, lookups = pt.workload(p, 0.0)
     assert pt.ring_size(p) == 42 and gone.newcomers.tolist() == [40, 41]
     rows = [(int(r.node), r.down, r.up) for r in gone.spans.itertuples()]
@@ -124,14 +124,14 @@ def test_a_trace_gives_the_members_their_returns_and_the_newcomers(tmp_path):
                         (["--set", "nodes=40", "--set", "arrivals=steady"],
                          "key 'arrivals': must be none with a trace")):
         with pytest.raises(ConfigError, match=re.escape(reason)):
-            plan("pastry_timed", [*args, *bad])
+            plan("churn", [*args, *bad])
 
 
 def test_every_sweep_point_draws_the_same_numbers(tmp_path):
     """Common random numbers: the same lookups at every point, first session ends scaled by the mean."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments.pastry_timed import workload
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
+    from scribe_spark.experiments.churn import workload
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path)]).params
     (short, asked), (long, again) = workload(p, 600.0), workload(p, 1200.0)
     pd.testing.assert_frame_equal(asked, again)
     first = [g.spans.drop_duplicates("node").set_index("node") for g in (short, long)]   # first goings
@@ -143,9 +143,9 @@ def test_sessions_after_returns_alternate_even_when_too_short_to_tell(tmp_path):
     """With a return after every departure, each node's goings and returns alternate, each after the one
     before, even with Weibull sessions so short that some round to nothing beside their start."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments.pastry_timed import workload
+    from scribe_spark.experiments.churn import workload
     from scribe_spark.sessions import outages
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "recover_share=1",
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "recover_share=1",
                               "--set", "session=weibull", "--set", "weibull_shape=0.1",
                               "--set", "mean_downtime_s=1", "--set", "duration_s=600"]).params
     gone, _ = workload(p, 30.0)
@@ -160,8 +160,8 @@ def test_the_sweep_row_adds_up_the_timeline_bins_from_the_warmup_on(tmp_path, wa
     and the node-seconds lived (`_lived` from the warm-up against the per-bin `_alive`), on a made-up run
     with lookups in every bin."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed as pt
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", f"warmup_s={warmup}",
+    from scribe_spark.experiments import churn as pt
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path), "--set", f"warmup_s={warmup}",
                               "--set", "recover_share=1"]).params
     ring = small_ring(100)
     gone, lookups = pt.workload(p, 60.0)
@@ -204,8 +204,8 @@ def test_the_sweep_row_adds_up_the_timeline_bins_from_the_warmup_on(tmp_path, wa
 def test_a_window_where_nobody_lives_has_no_rates(tmp_path):
     """Every node gone for good before the warm-up ends: no node-seconds, so no rates (NaN), no departures."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed as pt
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "warmup_s=40"]).params
+    from scribe_spark.experiments import churn as pt
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path), "--set", "warmup_s=40"]).params
     down = np.linspace(1_000.0, 30_000.0, 100)
     gone = pt.Departures.of(np.arange(100), down, np.full(100, np.inf), np.zeros(100, bool))
     lookups = pd.DataFrame({"t_issue": [5_000.0], "src": [3], "key_hi": [1], "key_lo": [2]})
@@ -224,10 +224,10 @@ def test_downtimes_too_short_to_tell_from_their_start_still_end_after_it(tmp_pat
     """A Weibull of shape 0.1 draws many downtimes below a float's step at their time: the node still comes
     back (after its going), so nearly every departure of a long run with returns is followed by one."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments.pastry_timed import workload
+    from scribe_spark.experiments.churn import workload
     sets = ["recover_share=1", "duration_s=3600", "mean_downtime_s=60", "downtime=weibull",
             "downtime_weibull_shape=0.1"]
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path),
                               *(a for kv in sets for a in ("--set", kv))]).params
     spans = workload(p, 60.0)[0].spans
     back = spans[np.isfinite(spans.up)]
@@ -240,11 +240,11 @@ def test_downtimes_come_from_the_law_asked_for(tmp_path, law):
     Weibull of shape 0.5 (coefficient of variation sqrt(5)), the floor of a Pareto (mean x (alpha - 1) /
     alpha)."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments.pastry_timed import _returning, workload
+    from scribe_spark.experiments.churn import _returning, workload
     shapes = {"weibull": ("downtime_weibull_shape=0.5",), "pareto": ("downtime_pareto_shape=3",)}
     sets = ["recover_share=1", "duration_s=3600", "mean_downtime_s=5", f"downtime={law}"]
     sets += shapes.get(law, ())
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path),
                               *(a for kv in sets for a in ("--set", kv))]).params
     gone, _ = workload(p, 60.0)
     back = gone.spans[np.isfinite(gone.spans.up)]
@@ -265,18 +265,18 @@ def test_a_sweep_is_reported_point_by_point_and_against_the_swept_knob(tiny, tmp
     from dataclasses import replace
 
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed
+    from scribe_spark.experiments import churn
     from scribe_spark.experiments.outputs import Outcome
     from scribe_spark.experiments.run import Run
-    folder = tiny("pastry_timed")
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path)]).params
+    folder = tiny("churn")
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path)]).params
     p = replace(p, keepalive_s=(3.0, 6.0))
     tables = {name: pd.concat([pd.read_csv(folder / f"{name}.csv").assign(keepalive_s=k) for k in (3.0, 6.0)])
               for name in ("timeline", "repairs", "sweep")}
     note = {"mean_session_s": 600.0, "crashes": 4, "leaves": 4, "lookups": 591, "passes": 5, "messages": {}}
     points = [{**note, "keepalive_s": k} for k in (3.0, 6.0)]
     outcome = Outcome(tables, {"points": points, "checked": True})
-    pastry_timed.report(outcome, p, Run("pastry_timed", p, tmp_path))
+    churn.report(outcome, p, Run("churn", p, tmp_path))
     for png in ("lookups", "latency", "maintenance", "repairs", "sweep_failures", "sweep_latency",
                 "sweep_maintenance"):
         assert (tmp_path / f"{png}.png").stat().st_size > 0, png
@@ -297,7 +297,7 @@ def test_a_session_sweep_is_also_drawn_against_the_median(tmp_path, monkeypatch,
     import matplotlib.pyplot as plt
 
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed
+    from scribe_spark.experiments import churn
     from scribe_spark.experiments.run import Run
     axes = []
 
@@ -307,14 +307,14 @@ def test_a_session_sweep_is_also_drawn_against_the_median(tmp_path, monkeypatch,
         axes.append(ax)
         yield ax
         plt.close(fig)
-    monkeypatch.setattr(pastry_timed.plots, "figure", figure)
+    monkeypatch.setattr(churn.plots, "figure", figure)
     sets = [f"session={session}", "mean_session_s=[600, 1200]", *shape]
-    p = plan("pastry_timed", ["--conf", str(TINY), "--out", str(tmp_path),
+    p = plan("churn", ["--conf", str(TINY), "--out", str(tmp_path),
                               *(a for kv in sets for a in ("--set", kv))]).params
     sweep = pd.DataFrame({"mean_session_s": [600.0, 1200.0], "keepalive_s": 3.0, "lookup_wrong": 0.01,
                           "lookup_lost": 0.0, "lookup_latency_ms_p99": 900.0,
                           "maintenance_msgs_per_node_s": 1.0})
-    pastry_timed._sweep_plots(sweep, p, Run("pastry_timed", p, tmp_path))
+    churn._sweep_plots(sweep, p, Run("churn", p, tmp_path))
     assert len(axes) == 3
     for ax in axes:
         (top,) = ax.child_axes
@@ -355,7 +355,7 @@ def test_timers_refuse_what_breaks_causality():
 
 def test_a_run_without_departures_or_lookups_has_empty_tables_not_errors(spark):
     """No departure: repairs.csv and its statistics have no rows; no lookup: the lookups frame is empty."""
-    from scribe_spark.experiments.pastry_timed import Departures, _delays, repairs
+    from scribe_spark.experiments.churn import Departures, _delays, repairs
 
     class Run:   # the parts of a TimedRun the tables read
         detections = pd.DataFrame({"failed": [], "detector": [], "t": []}).astype(float)
@@ -468,12 +468,12 @@ def test_a_steady_start_draws_each_node_down_with_the_steady_chance(tmp_path):
     the absent nodes out of the members from the start and not among the departures; repairs.csv has no
     row for them."""
     from scribe_spark.cli.job import plan
-    from scribe_spark.experiments import pastry_timed as pt
+    from scribe_spark.experiments import churn as pt
     args = ["--conf", str(TINY), "--out", str(tmp_path), "--set", "nodes=4000", "--set", "recover_share=1",
             "--set", "mean_downtime_s=60"]
-    p = plan("pastry_timed", [*args, "--set", "start=steady"]).params
+    p = plan("churn", [*args, "--set", "start=steady"]).params
     gone, lookups = pt.workload(p, 60.0)
-    everyone, asked = pt.workload(plan("pastry_timed", args).params, 60.0)
+    everyone, asked = pt.workload(plan("churn", args).params, 60.0)
     pd.testing.assert_frame_equal(lookups, asked)
     absent = gone.absent
     assert abs(len(absent) - 2000) < 5 * np.sqrt(4000 * 0.25)
@@ -505,9 +505,9 @@ def test_residual_downtimes_are_those_of_a_downtime_under_way():
     way at a random moment has mean D (1 + 5) / 2 = 3 D; the exponential's is D (memoryless)."""
     from dataclasses import replace
 
-    from scribe_spark.config import PastryTimedParams
-    from scribe_spark.experiments import pastry_timed as pt
-    p = PastryTimedParams(mean_downtime_s=60.0, downtime="weibull", downtime_weibull_shape=0.5)
+    from scribe_spark.config import ChurnParams
+    from scribe_spark.experiments import churn as pt
+    p = ChurnParams(mean_downtime_s=60.0, downtime="weibull", downtime_weibull_shape=0.5)
     rest = pt._downtimes(p, np.random.default_rng(1), 400_000, residual=True)
     assert rest.mean() == pytest.approx(3 * 60_000.0, rel=0.03)
     plain = pt._downtimes(replace(p, downtime="exponential"), np.random.default_rng(1), 400_000,

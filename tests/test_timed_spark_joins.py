@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scribe_spark.experiments.pastry_timed import Departures, _differences, reference_run
+from scribe_spark.experiments.churn import Departures, _differences, reference_run
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry import timed
 from tests.helpers import small_ring

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scribe_spark.experiments.pastry_timed import Departures, _differences, reference_pastry, reference_result
+from scribe_spark.experiments.churn import Departures, _differences, reference_pastry, reference_result
 from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry import timed
 from tests.helpers import small_ring

@@ -13,7 +13,7 @@ from pathlib import Path
 from scribe_spark.cli.args import project_root
 
 ORDER = ("tno_timestamp_size", "pastry_hops", "scribe_multicast", "scribe_small_groups", "scribe_repair",
-         "tno_sequencer", "tno_ordering", "pastry_failures", "pastry_joins", "churn", "pastry_timed")
+         "tno_sequencer", "tno_ordering", "pastry_failures", "pastry_joins", "churn")
 
 
 def jobs() -> list[tuple[str, list[str]]]:

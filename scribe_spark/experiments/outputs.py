@@ -254,38 +254,8 @@ SCRIBE_REPAIR = {t.name: t for t in (
           ("detection_rounds", "", "rounds of missed heartbeats before repair (the timeout)")),
 )}
 
-CHURN = {t.name: t for t in (
-    table("churn", "one row per epoch: checks before and after repair and joins, and their cost",
-          ("epoch", "", "epoch number, from 0"),
-          ("time_s", "s", "simulated time at the start of the epoch"),
-          ("members", "", "overlay members at the end of the epoch, after the joins"),
-          ("left", "", "members that left in the epoch, crashed or gracefully"),
-          ("left_gracefully", "", "of those, the graceful leaves (repaired before the first checks)"),
-          ("joined", "", "newcomers that joined in the epoch"),
-          ("lookups_correct_before_repair", "share",
-           "share of lookups ending at the closest live node, before repair"),
-          ("mean_hops_before_repair", "hops", "mean route length before repair"),
-          ("timeouts_per_lookup_before_repair", "", "mean timeouts on dead nodes per lookup, before repair"),
-          ("lookups_correct_after_repair", "share",
-           "share of lookups ending at the closest live node, after repair and joins"),
-          ("mean_hops_after_repair", "hops", "mean route length after repair and joins"),
-          ("timeouts_per_lookup_after_repair", "", "mean timeouts per lookup, after repair and joins"),
-          ("live_subscriptions", "", "subscriptions of live nodes once the epoch's leavers are gone"),
-          ("event_delivery_before_repair", "share",
-           "share of live subscriptions joined to a live root by live edges, before repair"),
-          ("event_delivery_after_repair", "share",
-           "share of live subscriptions an event reaches, after repair and joins"),
-          ("pastry_repair_messages", "", "Pastry leaf-set and routing-table repair messages"),
-          ("scribe_repair_messages", "", "Scribe repair messages (SUBSCRIBE and UNSUBSCRIBE)"),
-          ("join_messages", "", "messages of the epoch's joins, all kinds"),
-          ("root_failovers", "", "moves of a topic's root away from a node that left (a topic may move "
-                                 "twice in an epoch with graceful leaves)"),
-          ("root_handoffs", "", "topics handed to a newcomer now closest to the topicId"),
-          ("topics_lost", "", "topics lost so far (new root without the replicated state)")),
-)}
-
 def _timed_events(when: str) -> tuple[tuple[str, str, str], ...]:
-    """pastry_timed's columns of Scribe events (`when`: where they were published, in words)."""
+    """churn's columns of Scribe events (`when`: where they were published, in words)."""
     return (("publications", "", f"events published {when}(by a live node; topics > 0)"),
             ("event_delivery_ratio", "share", "of the deliveries those events owed (each to its topic's "
                                               "subscribers up at its publication), the share made before the "
@@ -293,7 +263,7 @@ def _timed_events(when: str) -> tuple[tuple[str, str, str], ...]:
             ("event_latency_ms_mean", "ms", "mean time from publication to delivery of the deliveries made"))
 
 
-PASTRY_TIMED = {t.name: t for t in (
+CHURN = {t.name: t for t in (
     table("timeline", "one row per sweep point and bin of bin_s simulated seconds: members, lookups issued "
                       "in the bin by outcome, maintenance messages sent in it (Scribe heartbeats among "
                       "them), and Scribe events published in it (topics > 0)",
@@ -527,7 +497,6 @@ OUTPUTS = {
     "scribe_small_groups": SCRIBE_MULTICAST,
     "scribe_repair": SCRIBE_REPAIR,
     "churn": CHURN,
-    "pastry_timed": PASTRY_TIMED,
     "tno_timestamp_size": TNO_TIMESTAMP_SIZE,
     "tno_sequencer": TNO_SEQUENCER,
     "tno_ordering": TNO_ORDERING,

@@ -1,4 +1,4 @@
-"""pastry_timed's Scribe part: topics, subscribers and events; the SUBSCRIBEs that repair the trees; the
+"""churn's Scribe part: topics, subscribers and events; the SUBSCRIBEs that repair the trees; the
 events' way down the trees, the heartbeats and their timeouts; per event and per bin.
 
 With `topics` > 0, each topic has `subscribers` subscribers drawn among the members up at the start, and
@@ -7,7 +7,7 @@ Poisson process by random members and routed to the topicId as the lookups are, 
 a root starts each down its tree, and parents send their children heartbeats (`scribe.timed`, with the
 application's forward upcall if one is given). The SUBSCRIBEs of the children that declared their parent
 dead and of the subscribers that came back (`subscribes`) are routed by the same run too, and grow the
-trees from their hops (`hops`, `outcomes`); `pastry_timed` runs the rounds that settle them.
+trees from their hops (`hops`, `outcomes`); `churn` runs the rounds that settle them.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
-from scribe_spark.config import PastryTimedParams
+from scribe_spark.config import ChurnParams
 from scribe_spark.pastry import timed
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import Overlay
@@ -49,7 +49,7 @@ class Events:
     published: pd.DataFrame
 
 
-def workload(p: PastryTimedParams, absent: np.ndarray) -> Events | None:
+def workload(p: ChurnParams, absent: np.ndarray) -> Events | None:
     """The topics, their subscribers among the members up at the start, and the events (None: no topics)."""
     if not p.topics:
         return None

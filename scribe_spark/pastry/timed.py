@@ -65,7 +65,7 @@ reads the state after every other event at its time). Different events that meet
 exactly the same time by coincidence of link delays are ordered by kind only; with delays drawn from
 continuous laws that has probability zero. failure_timeout_ms must exceed every round trip, or live
 nodes are declared failed at a tick whose probe is answered late; the run does not model that case
-(the experiment `pastry_timed` refuses such a timeout before it starts).
+(the experiment `churn` refuses such a timeout before it starts).
 """
 from __future__ import annotations
 

@@ -37,8 +37,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from scribe_spark import bsp
-from scribe_spark.columns import AT
-from scribe_spark.pastry import overlay as ov
 from scribe_spark.pastry.kernels import Ring
 from scribe_spark.pastry.overlay import DST, ID, SRC, Overlay
 from scribe_spark.scribe import trees as tr
@@ -216,25 +214,3 @@ def joined(overlay: Overlay, trees: Trees, subs: pd.DataFrame, dead: np.ndarray)
     """Return, per (topic, node) row of `subs`, whether it is joined to a live root by live tree edges."""
     reach = connected(overlay, trees, dead)
     return pd.MultiIndex.from_frame(subs[[TOPIC, NODE]]).isin(pd.MultiIndex.from_frame(reach[[TOPIC, NODE]]))
-
-
-def handoff(overlay: Overlay, topics: Topics, trees: Trees) -> tuple[Trees, int]:
-    """After joins, a root that is no longer Pastry's destination for its topicId routes SUBSCRIBE on.
-
-    The newcomer now numerically closest to the topicId receives it and becomes the root (the
-    old root hands over the topic state and becomes its child). Returns (trees, handoffs).
-    """
-    keys = tr.topic_keys(trees.roots.sparkSession, topics)
-    hop = ov.next_hop(overlay, trees.roots.join(keys, TOPIC).withColumnRenamed(NODE, AT)).localCheckpoint()
-    moved = hop.where(~F.col("delivered")).select(TOPIC, F.col(AT).alias(NODE),
-                                                  F.lit(None).cast("long").alias(LAST))
-    n = bsp.rows(moved)
-    if n == 0:
-        return trees, 0
-    routed = tr.route_subscribes(overlay, topics, moved, trees.members,
-                                 detect_roots=True)
-    new_roots = routed.roots.localCheckpoint()
-    edges = (trees.edges.unionByName(routed.edges.select(TOPIC, SRC, DST))
-             .join(new_roots.select(TOPIC, F.col(NODE).alias(SRC)), [TOPIC, SRC], "left_anti"))
-    roots = trees.roots.join(new_roots.select(TOPIC), TOPIC, "left_anti").unionByName(new_roots)
-    return Trees(edges.localCheckpoint(), routed.members, roots.localCheckpoint(), routed.supersteps), n
