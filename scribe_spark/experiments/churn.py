@@ -409,11 +409,11 @@ def _point(p: ChurnParams, run: Run, ring: Ring, starts: _Starts, at: Point) -> 
     run.log(f"{at.label}: {away}within {p.duration_s:g} s {n['crashes']} crash and {n['leaves']} leave"
             f"{back}{new}; {len(lookups):,} lookups"
             + (f", {len(events.published):,} events" if events is not None else ""))
-    overlay = starts.of(gone.absent)
-    whole, scribe, subs = _simulated(p, at, run, overlay, gone, lookups, events, t0)
+    overlay, asked = starts.of(gone.absent), timed_events.routed(lookups, events)
+    whole, scribe, subs = _simulated(p, at, run, overlay, gone, asked, events, t0)
     got = replace(whole, lookups=whole.lookups.iloc[:len(lookups)])   # the lookups' own routes
     if p.check:
-        _check(p, at, run, ring, gone, timed_events.routed(lookups, events), whole, events, scribe, subs)
+        _check(p, at, run, ring, gone, asked, whole, events, scribe, subs)
     keys = dict(zip(KEYS, (at.mean_session_s, at.keepalive_s)))
     line, rep = timeline(p, ring, gone, lookups, got, scribe), repairs(gone, got, scribe)
     notes = {**keys, **gone.counts(), "lookups": len(lookups), "passes": got.passes,
@@ -435,11 +435,11 @@ def heartbeats(p: ChurnParams) -> scribe_timed.Heartbeats:
 ROUNDS_MAX = 50
 
 
-def _simulated(p: ChurnParams, at: Point, run: Run, overlay, gone: Departures, lookups: pd.DataFrame,
+def _simulated(p: ChurnParams, at: Point, run: Run, overlay, gone: Departures, asked: pd.DataFrame,
                events: timed_events.Events | None, t0: float
                ) -> tuple[timed.TimedRun, timed_events.Outcomes | None, pd.DataFrame | None]:
-    """The timed run of the lookups and the events, and what the events and heartbeats did (None: no
-    topics), with the SUBSCRIBEs routed (None: no topics).
+    """The timed run of the lookups and the events (`asked`: `timed_events.routed`), and what the events and
+    heartbeats did (None: no topics), with the SUBSCRIBEs routed (None: no topics).
 
     A child that declares its parent dead re-subscribes, and its SUBSCRIBE is routed by the same run as
     the lookups; so the run goes in rounds: each routes the SUBSCRIBEs the round before asked for (at
@@ -447,9 +447,9 @@ def _simulated(p: ChurnParams, at: Point, run: Run, overlay, gone: Departures, l
     would give on the trees of the start), stopping where the round before's trees held their topic, until
     a round asks for the same SUBSCRIBEs and grows the same trees as the one before. Each round after the
     first starts from the last's events (`timed.simulate`'s `warm`). Without resubscribe, one round."""
-    asked = timed_events.routed(lookups, events)
     if events is None:
         return _pastry(p, at, run, overlay, gone, asked, t0), None, None
+    lookups = len(asked) - len(events.published)
     start, asks, warm = timed_events.begin(overlay, events, gone.spans), _asks(p, events, gone), None
     try:
         # an event's copy only moves when a child last heard from its parent: the timeouts of heartbeats
@@ -465,7 +465,7 @@ def _simulated(p: ChurnParams, at: Point, run: Run, overlay, gone: Departures, l
             if warm is not None:
                 bsp.release(warm)
             warm = got.events
-            scribe = _events(p, at, run, overlay, start, gone, events, got, len(lookups), subs)
+            scribe = _events(p, at, run, overlay, start, gone, events, got, lookups, subs)
             again = asks(scribe.timeouts)
             if again.equals(subs) and (holders is None or scribe.holders.equals(holders)):
                 return replace(got, events=None), scribe, subs   # its events are released below
@@ -665,6 +665,8 @@ def _differences(got: timed.TimedRun, ref, width: float) -> list[str]:
                 differ.append(name)
     if got.messages != ref.messages:
         differ.append("message counts")
+    # the reference's sends are binned here by hand, apart from the engine's `timed.Bins`, so that a wrong
+    # rule there shows
     n = len(got.maintenance)
     for kind in (*timed.MAINTENANCE, *(k for k in (*timed.RECOVERY, *timed.JOINING) if k in got.maintenance)):
         at = np.minimum(np.asarray(ref.sent_at.get(kind, []), np.float64) // width, n - 1).astype(int)
@@ -678,6 +680,7 @@ def timeline(p: ChurnParams, ring: Ring, gone: Departures, lookups: pd.DataFrame
     """One row per bin: members, the lookups issued in it by outcome, the messages sent in it (heartbeats
     among them), and the events published in it and how they fared (`scribe`; None: no topics)."""
     width, until = 1000.0 * p.bin_s, 1000.0 * p.duration_s
+    cut = timed.Bins(until, width)
     starts = got.maintenance.t_ms.to_numpy(np.float64)
     ends = np.minimum(starts + width, until)
     alive_s, members = _alive(ring.n, gone, starts, ends)
@@ -685,9 +688,8 @@ def timeline(p: ChurnParams, ring: Ring, gone: Departures, lookups: pd.DataFrame
     went = gone.within
     for name, times in (("crashes", went.down[~went.graceful]), ("leaves", went.down[went.graceful]),
                         ("returns", gone.back), ("arrivals", gone.arrivals)):
-        at = np.asarray(times, np.float64) // width
-        rows[name] = np.bincount(np.minimum(at, len(starts) - 1).astype(int), minlength=len(starts))
-    rows = rows.join(_lookup_bins(ring, lookups, got, width, len(starts), p.hop_ms))
+        rows[name] = cut.count(times)
+    rows = rows.join(_lookup_bins(ring, lookups, got, cut, p.hop_ms))
     for name, kinds in KINDS.items():
         sent = _sent(got.maintenance, kinds).sum(axis=1).to_numpy(np.float64)
         rows[f"{name}_msgs_per_node_s"] = timed_events.ratio(sent, alive_s)   # no node alive: no rate
@@ -698,7 +700,7 @@ def timeline(p: ChurnParams, ring: Ring, gone: Departures, lookups: pd.DataFrame
     rows["maintenance_msgs_per_node_s"] = (sum(rows[f"{name}_msgs_per_node_s"] for name in KINDS)
                                            + rows.heartbeat_msgs_per_node_s + rows.subscribe_msgs_per_node_s)
     rows["maintenance_bytes_per_node_s"] = timed_events.ratio(_bytes(got.maintenance, p) + size, alive_s)
-    events = timed_events.none(n) if scribe is None else timed_events.bins(scribe.per_event, width, n)
+    events = timed_events.none(n) if scribe is None else timed_events.bins(scribe.per_event, cut)
     return rows.join(events)
 
 
@@ -759,19 +761,20 @@ def sweep_row(p: ChurnParams, ring: Ring, gone: Departures, lookups: pd.DataFram
     """A sweep point from `warmup_s` to the end: the departures in that time (and how many of them a return
     followed), the lookups issued in it, its maintenance per node and second of node life, its crashes'
     delays (NaN rates if no node lives in it)."""
-    width, first = 1000.0 * p.bin_s, round(p.warmup_s / p.bin_s)   # the first bin measured (validate)
+    until, first = 1000.0 * p.duration_s, round(p.warmup_s / p.bin_s)   # the first bin measured (validate)
+    cut, whole = timed.Bins(until, 1000.0 * p.bin_s), timed.Bins(until, None)
     bins = got.maintenance.iloc[first:]
     since = float(bins.t_ms.iloc[0])   # its start, as timeline.csv has it
-    late = lookups.t_issue.to_numpy(np.float64) // width >= first   # by bin of issue, as the timeline
-    window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), math.inf, 1,
+    late = cut.of(lookups.t_issue.to_numpy(np.float64)) >= first   # by bin of issue, as the timeline
+    window = _lookup_bins(ring, lookups[late], replace(got, lookups=got.lookups[late]), whole,
                           p.hop_ms).iloc[0]
-    alive_s = _lived(ring.n, gone, 1000.0 * p.duration_s, since)
+    alive_s = _lived(ring.n, gone, until, since)
     (beats, subscribes), scribe_size = _scribe_msgs(scribe, p, len(got.maintenance))
     sent = (float(_sent(bins, (*timed.MAINTENANCE, *OPTIONAL)).to_numpy().sum()) + int(beats[first:].sum())
             + int(subscribes[first:].sum()))
     size = float(_bytes(bins, p).sum()) + float(scribe_size[first:].sum())
     spans = gone.within   # in the order of rep's rows
-    went = spans.down.to_numpy(np.float64) // width >= first
+    went = cut.of(spans.down.to_numpy(np.float64)) >= first
     rep, crashed = rep[went], rep[went & ~rep.graceful.to_numpy(bool)]
     return {"departures": len(rep), "returns": int((went & np.isfinite(spans.up.to_numpy())).sum()),
             "lookups": int(window.lookups), **{c: window[c] for c in WINDOW},
@@ -779,16 +782,16 @@ def sweep_row(p: ChurnParams, ring: Ring, gone: Departures, lookups: pd.DataFram
             "maintenance_bytes_per_node_s": size / alive_s if alive_s > 0 else math.nan,
             "crash_detected_after_s_mean": crashed.detected_after_s.mean(),
             "crash_repaired_after_s_mean": crashed.leaf_sets_repaired_after_s.mean(),
-            **_events_window(None if scribe is None else scribe.per_event, width, first)}
+            **_events_window(None if scribe is None else scribe.per_event, cut, first)}
 
 
-def _events_window(per_event: pd.DataFrame | None, width: float, first: int) -> dict:
-    """The events published from bin `first` on, as one bin (`timed_events.bins`)."""
+def _events_window(per_event: pd.DataFrame | None, cut: timed.Bins, first: int) -> dict:
+    """The events published from bin `first` of `cut` on, as one bin (`timed_events.bins`)."""
     if per_event is None:
         row = timed_events.none(1)
     else:
-        late = per_event.t_issue.to_numpy(np.float64) // width >= first
-        row = timed_events.bins(per_event[late], math.inf, 1)
+        late = cut.of(per_event.t_issue.to_numpy(np.float64)) >= first
+        row = timed_events.bins(per_event[late], timed.Bins(cut.until, None))
     return {c: (int if c == "publications" else float)(row[c].iat[0]) for c in row.columns}
 
 
@@ -808,11 +811,11 @@ def _lived(n: int, gone: Departures, until: float, since: float = 0.0) -> float:
     return float(lived)
 
 
-def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: float, n: int,
+def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, cut: timed.Bins,
                  hop_ms: float) -> pd.DataFrame:
-    """Per bin of issue time: lookups issued, shares by outcome, latency, delay penalty, hops, timeouts."""
-    done = got.lookups.assign(src=lookups.src.to_numpy(np.int64),
-                              bin=np.minimum((lookups.t_issue.to_numpy() // width).astype(int), n - 1))
+    """Per bin of `cut` by issue time: lookups issued, shares by outcome, latency, delay penalty, hops,
+    timeouts."""
+    done = got.lookups.assign(src=lookups.src.to_numpy(np.int64), bin=cut.of(lookups.t_issue.to_numpy()))
     done = done[done.outcome != "not_issued"]
     delivered = done[done.outcome.isin(("correct", "wrong"))]
     moved = delivered[delivered.dest != delivered.src]
@@ -826,7 +829,7 @@ def _lookup_bins(ring: Ring, lookups: pd.DataFrame, got: timed.TimedRun, width: 
         "lookup_latency_ms_mean": lat.mean(), "lookup_latency_ms_p50": lat.median(),
         "lookup_latency_ms_p99": lat.quantile(0.99), "rdp_mean": moved.groupby("bin").rdp.mean(),
         "hops_mean": delivered.groupby("bin").hops.mean(), "timeouts_per_lookup": by.timeouts.mean()})
-    out = out.reindex(np.arange(n))
+    out = out.reindex(np.arange(cut.n))
     out["lookups"] = out.lookups.fillna(0).astype(np.int64)
     return out
 

@@ -301,10 +301,11 @@ def _per_event(spark, events: Events, done: pd.DataFrame, gone_spans: pd.DataFra
     return rows.toPandas().sort_values("event", kind="stable").reset_index(drop=True)
 
 
-def bins(rows: pd.DataFrame, width: float, n: int) -> pd.DataFrame:
-    """Per bin of issue time: events published, the share of the expected deliveries made, mean latency."""
-    at = np.minimum((rows.t_issue.to_numpy(np.float64) // width).astype(int), n - 1)
-    by = rows.assign(bin=at).groupby("bin")
+def bins(rows: pd.DataFrame, cut: timed.Bins) -> pd.DataFrame:
+    """Per bin of `cut` by issue time: events published, the share of the expected deliveries made, mean
+    latency."""
+    n = cut.n
+    by = rows.assign(bin=cut.of(rows.t_issue.to_numpy(np.float64))).groupby("bin")
     sums = by[["expected", "reached", "latency_ms"]].sum().reindex(np.arange(n), fill_value=0)
     count = by.size().reindex(np.arange(n), fill_value=0)
     return pd.DataFrame({"publications": count.to_numpy(np.int64),
