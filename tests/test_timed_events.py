@@ -120,7 +120,8 @@ def test_subscribes_graft_the_orphans_back_move_the_root_and_refuse_a_loop(spark
     topicId when it would meet a dead node; the forwarder re-subscribes at its return, and a child of topic
     2 sends a SUBSCRIBE that reaches its own child, which would close a loop. Both engines give the same
     copies, heartbeats per bin and timeouts; the events after the repairs reach the orphans again, topic
-    1's reach them from the new root, and the loop is refused."""
+    1's reach them from the new root, but only from the delivery of the SUBSCRIBE that made it one (that
+    node first sent it on to a dead node), and the loop is refused."""
     ring, o, trees, seq = world
     link = lambda u, v: float(ring.prox.dist([u], [v])[0])   # noqa: E731
     fan = {k: len(c) for k, c in seq.children.items() if k[0] == 0 and k[1] != seq.roots[0]}
@@ -132,24 +133,34 @@ def test_subscribes_graft_the_orphans_back_move_the_root_and_refuse_a_loop(spark
     hb = scribe_timed.Heartbeats(3000.0, 6000.0, 5, 1.0, until, 10_000.0)
     phase = lambda v: float(hb.phase(np.array([v]))[0])   # noqa: E731
     noticed = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase).run([]).detections
-    subs = [(k, topic, _route(ring, seq, topic, c, t, link, spans), True)
-            for k, (topic, _p, c, t) in enumerate(sorted(noticed, key=lambda d: (d[3], d[2])))]
-    subs.append((len(subs), 0, _route(ring, seq, 0, cut, 41_000.0, link, spans), True))
+    subs = [(k, topic, path, path[-1][1]) for k, (topic, _p, c, t) in
+            enumerate(sorted(noticed, key=lambda d: (d[3], d[2])))
+            for path in [_route(ring, seq, topic, c, t, link, spans)]]
+    path = _route(ring, seq, 0, cut, 41_000.0, link, spans)
+    subs.append((len(subs), 0, path, path[-1][1]))
     top = seq.roots[2]
     mid = min(c for c in seq.children[(2, top)] if seq.children.get((2, c)))
     low = min(seq.children[(2, mid)])
-    subs.append((len(subs), 2, [(mid, 50_000.0), (low, 50_000.0 + link(mid, low) + 1.0)], False))
+    subs.append((len(subs), 2, [(mid, 50_000.0), (low, 50_000.0 + link(mid, low) + 1.0)], None))
+    # topic 1's first SUBSCRIBE is delivered at its last node only 700 ms after its last hop (that node sent
+    # it on to a dead node first): an event there in between is lost, the node not yet a root
     new_root = subs[next(k for k, (_k, topic, *_r) in enumerate(subs) if topic == 1)][2][-1][0]
+    there = [k for k, (_k, topic, path, _d) in enumerate(subs) if topic == 1 and path[-1][0] == new_root]
+    first = min(there, key=lambda k: subs[k][2][-1][1])
+    reached = subs[first][2][-1][1]
+    subs[first] = (*subs[first][:3], reached + 700.0)
+    assert all(subs[k][3] > reached + 1.0 for k in there)
     starts = [(0, 0, seq.roots[0], 500.0), (1, 0, seq.roots[0], 25_000.0), (2, 0, seq.roots[0], 60_000.0),
-              (3, 1, root1, 10_000.0), (4, 1, new_root, 50_000.0), (5, 2, top, 55_000.0)]
+              (3, 1, root1, 10_000.0), (4, 1, new_root, 50_000.0), (5, 2, top, 55_000.0),
+              (6, 1, new_root, reached + 1.0)]
     sim = ref.TimedEvents(seq, link, 1.0, gone, until, 3000.0, 6000.0, phase,
                           spans=spans).run(starts, subscribes=subs)
     left = local_frame(spark, pd.DataFrame({"node": list(gone), "t_gone": list(gone.values())}),
                        "node long, t_gone double")
-    hops = pd.DataFrame([(topic, k, i, v, t, ended) for k, topic, path, ended in subs
-                         for i, (v, t) in enumerate(path)],
-                        columns=["topic", "path", "i", "node", "t", "ended"])
-    paths = local_frame(spark, hops, "topic long, path long, i long, node long, t double, ended boolean")
+    hops = pd.DataFrame([(topic, k, i, v, t, math.nan if done is None else done)
+                         for k, topic, path, done in subs for i, (v, t) in enumerate(path)],
+                        columns=["topic", "path", "i", "node", "t", "t_done"])
+    paths = local_frame(spark, hops, "topic long, path long, i long, node long, t double, t_done double")
     outages = pd.DataFrame(spans, columns=["node", "down", "up"])
     at_root = local_frame(spark, pd.DataFrame(starts, columns=["event", "topic", "node", "t"]),
                           "event long, topic long, node long, t double")
@@ -164,11 +175,12 @@ def test_subscribes_graft_the_orphans_back_move_the_root_and_refuse_a_loop(spark
     assert sorted(got.itertuples(index=False, name=None)) == sorted(sim.copies)
     assert beats.tolist() == hb.bins.count(sim.heartbeats).tolist()
     assert sorted(outs.drop(columns="t_gone").itertuples(index=False, name=None)) == sorted(sim.detections)
-    reached = {e: {v for x, v, _t in sim.copies if x == e} for e in range(6)}
+    reached = {e: {v for x, v, _t in sim.copies if x == e} for e in range(7)}
     below = _subtree(seq, 0, cut) - {cut}
     assert len(below & reached[2]) > len(below & reached[1]) and cut in reached[2]   # grafted back
     assert new_root != root1 and seq.children[(1, root1)] & reached[4]             # the new root's tree
     assert loop == 0 and low in reached[5]                                          # no loop, nothing lost
+    assert not reached[6]                                                   # not a root before its delivery
 
 
 def _route(ring, seq: SequentialScribe, topic: int, v: int, t: float, link, spans) -> list[tuple[int, float]]:

@@ -36,7 +36,7 @@ DELIVERED = ("correct", "wrong")   # a route that ended at a node (the root, or 
 COPY_TYPES = {"event": np.int64, "node": np.int64, "t": np.float64}
 TIMEOUT_TYPES = {"topic": np.int64, "parent": np.int64, "child": np.int64, "t": np.float64,
                  "t_gone": np.float64}   # t_gone: when the parent went (the edge's end)
-PATH_SCHEMA = "topic long, path long, i long, node long, t double, ended boolean"
+PATH_SCHEMA = "topic long, path long, i long, node long, t double, t_done double"
 LATENCY = "decimal(38, 12)"   # latencies summed exactly: up to 10^26 ms in all, to the picosecond
 
 
@@ -111,16 +111,18 @@ def subscribes(events: Events, timeouts: pd.DataFrame, gone_spans: pd.DataFrame,
 
 
 def hops(subs: pd.DataFrame, got: timed.TimedRun, first: int) -> pd.DataFrame | None:
-    """The SUBSCRIBEs' hops (topic, path, i, node, t, ended) from the run that routed `subs` from id
-    `first` on (`ended`: Pastry delivered it at its last hop; None: no SUBSCRIBEs)."""
+    """The SUBSCRIBEs' hops (topic, path, i, node, t, t_done) from the run that routed `subs` from id
+    `first` on (`t_done`: when Pastry delivered it at its last hop, NaN if it did not; None: no
+    SUBSCRIBEs)."""
     if got.paths is None or not len(subs):
         return None
     path = got.paths.lid.to_numpy(np.int64) - first
     outcome = got.lookups.outcome.to_numpy()[first:]
+    done = np.where(np.isin(outcome, DELIVERED), got.lookups.t_done.to_numpy(np.float64)[first:], np.nan)
     return pd.DataFrame({"topic": subs.topic.to_numpy(np.int64)[path], "path": path,
                          "i": got.paths.i.to_numpy(np.int64), "node": got.paths.node.to_numpy(np.int64),
                          "t": got.paths.t.to_numpy(np.float64),
-                         "ended": np.isin(outcome[path], DELIVERED)})
+                         "t_done": done[path]})
 
 
 @dataclass
@@ -343,6 +345,11 @@ class Reference:
         return any((a, by, made) < (t, path, hop) and t < b for a, b, by, made in held)
 
 
+def _done(lookup: dict) -> float | None:
+    """When the reference Pastry delivered a route (None: it did not)."""
+    return lookup["t_done"] if lookup["outcome"] in DELIVERED else None
+
+
 def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], list[int]]], events: Events,
                        ref, lookups: int, spans: list[tuple[int, float, float, bool]],
                        hb: scribe_timed.Heartbeats, subs: pd.DataFrame | None = None,
@@ -361,8 +368,8 @@ def reference_outcomes(ring: Ring, start: dict[int, tuple[list[int], list[int], 
     starts = [] if ref is None else [(i, topic[i], r["dest"], r["t_done"]) for i, r in
                                      enumerate(ref.lookups[lookups:lookups + n]) if r["outcome"] in DELIVERED]
     first = lookups + n
-    asked = [] if subs is None else [(k, t, ref.paths.get(first + k, []), ref.lookups[first + k]["outcome"]
-                                      in DELIVERED) for k, t in enumerate(subs.topic.tolist())]
+    asked = [] if subs is None else [(k, t, ref.paths.get(first + k, []), _done(ref.lookups[first + k]))
+                                     for k, t in enumerate(subs.topic.tolist())]
     sim = refs.TimedEvents(scribe, lambda u, v: float(ring.prox.dist([u], [v])[0]), hb.hop_ms,
                            refs.first_goings(spans), hb.until, hb.period_ms, hb.timeout_ms,
                            lambda v: float(hb.phase(np.array([v]))[0]), forward,

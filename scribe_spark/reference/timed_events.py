@@ -13,8 +13,8 @@ processed.
   0) starts holding if it does not. A later hop's node takes the previous hop as a child unless that node
   is its ancestor then (a loop; checked whether it held the topic or not), a parent that has that child
   already ending the old edge then; if it held the topic the SUBSCRIBE stops there, else it starts
-  holding and lets it go on. Where Pastry delivered the last hop, that node is a root from then, for
-  that holding.
+  holding and lets it go on. Where Pastry delivered the SUBSCRIBE (at its last hop's node, on its arrival
+  or, after timeouts there, later), that node is a root from that delivery, for that holding.
 - **Events.** Each event starts where and when the timed Pastry reference delivered its route to the
   topicId, if that node is a root holding the topic then. A node holding a copy at t sends one to each
   child it has at t, arriving at t + link(u, c) + proc, unless the application's forward upcall, asked
@@ -42,7 +42,7 @@ Copy = tuple[int, int, float]           # (event, node, arrival time)
 Edge = tuple[int, int, int, float]      # (topic, parent, child, when taken): a pair may be taken again
 Span = tuple[float, float]              # [start, end)
 Hops = list[tuple[int, float]]          # a SUBSCRIBE's (node, time) hops, the subscriber first
-Subscribe = tuple[int, int, Hops, bool]   # (path id, topic, hops, whether Pastry delivered the last hop)
+Subscribe = tuple[int, int, Hops, float | None]   # (path id, topic, hops, when Pastry delivered it, or None)
 
 
 def first_goings(spans: list[tuple[int, float, float, bool]]) -> dict[int, float]:
@@ -94,13 +94,13 @@ class TimedEvents:
 
     def run(self, starts: list[tuple[int, int, int, float]], subscribes: Sequence[Subscribe] = ()) -> Result:
         """Process everything before the end; `starts` has (event, topic, node, t): where and when each
-        event's route ended; `subscribes` has (path id, topic, hops, ended) SUBSCRIBEs."""
+        event's route ended; `subscribes` has (path id, topic, hops, delivered) SUBSCRIBEs."""
         self._start_trees()
         # Every hop is scheduled first, so at a tie a hop's change is in force for the rest of that time.
-        for k, (_path, topic, hops, ended) in enumerate(subscribes):
+        for k, (_path, topic, hops, done) in enumerate(subscribes):
             self.going.append(True)
             for i, (_v, t) in enumerate(hops):
-                self._push(t, MESSAGE, self._hop, k, topic, hops, i, ended)
+                self._push(t, MESSAGE, self._hop, k, topic, hops, i, done)
         for event, topic, node, t in starts:
             self._push(t, MESSAGE, self._start, event, topic, node)
         if self.period < math.inf:
@@ -186,7 +186,7 @@ class TimedEvents:
                     todo.append(edge[1])
         return False
 
-    def _hop(self, t: float, k: int, topic: int, hops: Hops, i: int, ended: bool) -> None:
+    def _hop(self, t: float, k: int, topic: int, hops: Hops, i: int, done: float | None) -> None:
         """The SUBSCRIBE k's i-th hop reaches its node, if the SUBSCRIBE still goes on."""
         v = hops[i][0]
         if not self.going[k] or self._down(v, t):
@@ -203,8 +203,8 @@ class TimedEvents:
             if not self._ancestor(topic, u, v, t):   # a loop is refused, whether v held the topic or not
                 self._take(t, topic, v, u, held[1])
             self.going[k] = fresh
-        if i == len(hops) - 1 and ended:
-            self.rooted.setdefault((topic, v), []).append((t, held[1]))
+        if i == len(hops) - 1 and done is not None:   # a root from Pastry's delivery there
+            self.rooted.setdefault((topic, v), []).append((done, held[1]))
 
     def _take(self, t: float, topic: int, p: int, c: int, parent_end: float) -> None:
         """p takes c as a child at t and acknowledges it: the child's first hearing on the edge. An edge

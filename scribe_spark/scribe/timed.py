@@ -118,9 +118,9 @@ def at_start(trees: Trees, gone: DataFrame) -> TimedTrees:
 
 def grafted(overlay: Overlay, start: TimedTrees, paths: DataFrame, spans: pd.DataFrame,
             hop_ms: float) -> TimedTrees:
-    """The trees after the SUBSCRIBEs of `paths` (topic, path, i, node, t, ended: hop i of each, i = 0 its
-    subscriber at its issue; `ended`: whether Pastry delivered it at its last hop), on nodes that go down and
-    come back as `spans` (node, down, up) say. Each topic's SUBSCRIBEs settle in time order
+    """The trees after the SUBSCRIBEs of `paths` (topic, path, i, node, t, t_done: hop i of each, i = 0 its
+    subscriber at its issue; `t_done`: when Pastry delivered it at its last hop, NaN if not), on nodes that go
+    down and come back as `spans` (node, down, up) say. Each topic's SUBSCRIBEs settle in time order
     (`settle_topic`); a parent's acknowledgement reaches its new child a link and `hop_ms` after the graft.
     """
     def marked(frame: DataFrame, mark: int) -> DataFrame:
@@ -175,8 +175,9 @@ def settle_topic(hops: pd.DataFrame, held: pd.DataFrame, spans: pd.DataFrame) ->
     the issue if it did not. At a later hop the node takes the hop before as a child, unless that child is
     the node's ancestor then (a loop); a parent that has that child already renews the edge (the old one
     ends then). If the node held the topic the SUBSCRIBE stops there (a graft); else the node holds the
-    topic from then and the SUBSCRIBE goes on. A node at which Pastry delivered a SUBSCRIBE is a root from
-    then. A holding lasts until the node next goes down; an edge as long as its parent's holding.
+    topic from then and the SUBSCRIBE goes on. A node at which Pastry delivered a SUBSCRIBE (at `t_done`,
+    its last hop's time or, after timeouts there, later; NaN: not delivered) is a root from that delivery.
+    A holding lasts until the node next goes down; an edge as long as its parent's holding.
     """
     columns = ["topic", "kind", "node", "parent", "t_from", "t_to", "by", "hop"]
     if hops.empty:
@@ -187,8 +188,8 @@ def settle_topic(hops: pd.DataFrame, held: pd.DataFrame, spans: pd.DataFrame) ->
     prev: dict[int, int] = {}
     last = hops.groupby("path").i.transform("max")
     order = hops.assign(last=last == hops.i).sort_values(["t", "path", "i"], kind="stable")
-    for path, i, v, t, ended, is_last in zip(order.path.tolist(), order.i.tolist(), order.node.tolist(),
-                                             order.t.tolist(), order.ended.tolist(), order["last"].tolist()):
+    for path, i, v, t, done, is_last in zip(order.path.tolist(), order.i.tolist(), order.node.tolist(),
+                                            order.t.tolist(), order.t_done.tolist(), order["last"].tolist()):
         if path not in prev and i > 0 or tree.down(v, t):
             prev.pop(path, None)
             continue
@@ -202,10 +203,20 @@ def settle_topic(hops: pd.DataFrame, held: pd.DataFrame, spans: pd.DataFrame) ->
                 out.append(("edge", child, v, t, tree.edge(child, v, t), -1, -1))
         if (i == 0 or not holding) and not is_last:
             prev[path] = v
-        if is_last and ended and not tree.rooted(v, t):   # Pastry delivered it here: the closest node
-            out.append(("root", v, -1, t, tree.root(v, t), -1, -1))
+        if is_last and done == done and not tree.rooted(v, done):   # Pastry delivered it here, at `done`
+            out.append(("root", v, -1, done, tree.root(v, done), -1, -1))
     frame = pd.DataFrame(out, columns=columns[1:])
-    return frame.assign(topic=topic)[columns]
+    return _first_roots(frame).assign(topic=topic)[columns]
+
+
+def _first_roots(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with one root per holding, from the first delivery there: a SUBSCRIBE whose last hop came
+    first may be delivered after another's (a node that sent it on to a dead node delivers it `rto_ms`
+    later), and the rows come in the order of the hops."""
+    roots = frame.kind == "root"
+    first = frame[roots].groupby(["node", "t_to"], as_index=False).t_from.min()
+    return pd.concat([frame[~roots], first.assign(kind="root", parent=-1, by=-1, hop=-1)[frame.columns]],
+                     ignore_index=True)
 
 
 class _Tree:
