@@ -140,3 +140,22 @@ def test_the_scenarios_repair_trees(both):
         assert {"correct", "lost", "unfinished"} <= set(outcomes.index)
     if both.p.seed == 17:   # the roots scenario: events lost at a node not yet the root a SUBSCRIBE made it
         assert both.one.late_roots
+
+
+def test_a_repair_begun_anew_waits_for_its_own_request():
+    """A lookup finds dead the node that filled a routing-table entry while the entry's repair was still
+    asking on (a newcomer's notice refilled it): the repair begun then waits for its own request, and the
+    answer of the earlier one is ignored. The reference once took both answers and failed on the second."""
+    p = load(ChurnParams, TINY, ["resubscribe=true", "seed=18", "keepalive_s=[20.0]", "mean_session_s=[60.0]",
+                                 "topics=16", "publications_per_topic_s=1.0"])
+    ring = make_ring(churn.ring_size(p), p, p.seed, *shared_network(p, p.seed))
+    at = churn.Point(p.mean_session_s[0], p.keepalive_s[0])
+    gone, lookups = churn.workload(p, at.mean_session_s)
+    events = timed_events.workload(p, gone.absent)
+    sim = churn.reference_pastry(ring, churn.timers(p, at), p.seed, gone)
+    one = _one_heap(p, sim, gone, timed_events.routed(lookups, events), events)
+    asked = {}
+    for x, s, w, t in one.pastry.table_asks:
+        asked.setdefault((x, s), []).append(t)
+    repaired = {(x, s) for x, s, _e, _t in one.pastry.table_repairs}
+    assert repaired and any(len(ts) > 1 for ts in asked.values())

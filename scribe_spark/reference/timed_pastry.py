@@ -83,7 +83,10 @@ c) (-1 if empty). If the reply arrives by the timer (at its very time counts), n
 not one x knows dead) and the entry is still empty, x puts that node there and the repair ends
 (logged as (x, slot, node, t), the slot being r 2^b + c); any other reply makes x ask the next node
 as above. If no reply has arrived by the timer, x declares w failed (which empties w's own entry,
-not repaired: no lookup found it dead) and asks the next node. A late reply is ignored. An entry
+not repaired: no lookup found it dead) and asks the next node. A late reply is ignored. x waits for one
+answer per entry: a repair of the entry begun while another is under way (a lookup found dead a node
+that filled it meanwhile) starts afresh and waits for its own request instead (for the one under way if
+it finds nobody to ask), and an answer or timer of a node it no longer waits for is ignored. An entry
 emptied by any other declaration (a keep-alive, a leave notice, an unanswered request) stays empty:
 such nodes are mostly leaf-set members, in deep rows whose slot often has no other candidate, and
 the leaf set routes there.
@@ -177,6 +180,7 @@ class _Node:
     nbr: list[int]
     known_dead: set[int]
     asked: dict[int, set[int]] = field(default_factory=dict)  # slot -> the nodes asked in its repair
+    asking: dict[int, int] = field(default_factory=dict)      # slot -> the node whose answer it waits for
     told: set[int] | None = None   # after a recovery: the nodes told it is back (asked or announced to)
     heard: dict[int, float] = field(default_factory=dict)   # node -> when it last said it is back
 
@@ -376,6 +380,7 @@ class TimedPastry(Joins):
         self.inc[x] += 1
         node = self.nodes[x]
         node.asked.clear()
+        node.asking.clear()
         node.known_dead.clear()   # stale: who died or came back while it was away, it cannot know
         node.told = set(node.leaf)
         k = max(0, math.ceil((t - float(self.phase[x])) / self.params.keepalive_ms))
@@ -565,6 +570,7 @@ class TimedPastry(Joins):
             node.asked.pop(s, None)
             return
         node.asked[s].add(w)
+        node.asking[s] = w
         rid = self._new_id()
         self.pending.add(rid)
         self.table_asks.append((x, s, w, t))
@@ -587,14 +593,17 @@ class TimedPastry(Joins):
         if self.alive[w]:
             rt = self.nodes[w].rt
             entry = rt[s] if s < len(rt) else -1
-            self._send("table_reply", w, x, t, self._on_table_reply, x, s, rid, entry, inc)
+            self._send("table_reply", w, x, t, self._on_table_reply, x, w, s, rid, entry, inc)
 
-    def _on_table_reply(self, t: float, x: int, s: int, rid: int, entry: int, inc: int) -> None:
+    def _on_table_reply(self, t: float, x: int, w: int, s: int, rid: int, entry: int, inc: int) -> None:
         """A live x takes the entry if it names a node it may use while its own is empty; else asks on."""
         if not self._live(x, inc) or rid not in self.pending:
             return   # a reply after its timer: the repair went on without it
         self.pending.discard(rid)
         node = self.nodes[x]
+        if node.asking.get(s) != w:
+            return   # a repair of the slot begun since asks someone else, or the slot was repaired
+        del node.asking[s]
         if entry >= 0 and entry != x and entry not in node.known_dead and node.rt[s] == -1:
             node.rt[s] = entry
             node.asked.pop(s, None)
@@ -606,7 +615,8 @@ class TimedPastry(Joins):
         """No table reply from w yet: w is failed, and x asks the next node."""
         answered = rid not in self.pending
         self.pending.discard(rid)
-        if self._live(x, inc) and not answered:
+        if self._live(x, inc) and not answered and self.nodes[x].asking.get(s) == w:
+            del self.nodes[x].asking[s]
             if not self._heard(x, w, t - self.params.failure_timeout_ms):
                 self.declare_failed(x, w, t)
             self._ask_table(x, s, t)
