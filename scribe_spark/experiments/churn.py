@@ -580,7 +580,8 @@ def _reference_rounds(p: ChurnParams, ring: Ring, gone: Departures, routed: pd.D
     start = {x: sim.node_state(x)[:3] for x in range(ring.n)}   # before any run: the converged states
     asks = _asks(p, events, gone)
     subs = asks(timed_events.NO_TIMEOUTS)
-    mine = timed_events.reference_outcomes(ring, start, events, None, 0, spans, heartbeats(p))
+    silent = replace(heartbeats(p), period_ms=math.inf, timeout_ms=math.inf)   # the start's holdings alone
+    mine = timed_events.reference_outcomes(ring, start, events, None, 0, spans, silent)
     for _ in range(ROUNDS_MAX):
         routes = pd.concat([routed, subs[routed.columns]], ignore_index=True)
         topic, first, held = subs.topic.to_numpy(np.int64), len(routed), mine.holds
