@@ -158,3 +158,19 @@ def test_down_intervals():
     for ups in ({3: 10.0}, {3: 5.0}, {3: [70.0, 80.0]}):
         with pytest.raises(ValueError, match="in turn"):
             timed.Downs.of({3: [10.0, 60.0]}, ups)
+
+
+def test_a_node_that_sent_at_its_return_went_nowhere_since():
+    """A lookup sent at the very time its node came back waits `rto_ms` at it; at the timeout the engine
+    asks whether the node went down since the send, whose time it recomputes as the timeout's less
+    `rto_ms`: a rounding can put that a hair before the return, which a comparison of incarnations took
+    for a going (the lookup was lost where the reference routes it on)."""
+    back, rto = 32574.728195764055, 500.0
+    timeout = back + rto
+    assert timeout - rto < back   # the rounding this is about
+    downs = timed.Downs.of({71: [15849.842624, 40_000.0]}, {71: [back]})
+    v = np.array([71, 71, 71])
+    since = np.array([timeout - rto, 35_000.0, 39_999.0])
+    t = np.array([timeout, 39_000.0, 40_500.0])
+    assert downs.went_since(v, since, t).tolist() == [False, False, True]
+    assert downs.incarnation(v[:1], since[:1]).tolist() != downs.incarnation(v[:1], t[:1]).tolist()

@@ -263,6 +263,13 @@ class Downs:
         """Each node's incarnation at its time (`at`)."""
         return self.at(nodes, t)[1]
 
+    def went_since(self, nodes: np.ndarray, since: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Whether each node went down after `since` and at or before t. Unlike comparing incarnations at
+        the two times, it asks nothing of a return at `since` itself, which a `since` recomputed as t less a
+        delay can miss by a rounding: a node that sent at its return's very time, went nowhere since."""
+        i, _lo, _hi = self._last(nodes, t)
+        return (i >= 0) & (self._pick(self.down, i) > np.asarray(since, np.float64))
+
     def cut(self, nodes: np.ndarray, t_from: np.ndarray) -> np.ndarray:
         """When each node next goes down after t_from (inf: not again); t_from itself for a node absent
         from the start (down since -inf) and not yet back then, whose versions begin at -inf."""
@@ -1486,8 +1493,8 @@ def _route_batch(ring: Ring, downs: Downs, tm: Timers, until: float, cap: int, c
     via = m["via"].to_numpy(np.int32)
     waited = via == TIMEOUT
     # a lookup that waited for a timeout is lost if its node went down meanwhile, even if back by now
-    down_now, life = downs.at(at, t)
-    dead_now = down_now | (waited & (life != downs.incarnation(at, t - tm.rto_ms)))
+    down_now = downs.is_down(at, t)
+    dead_now = down_now | (waited & downs.went_since(at, t - tm.rto_ms, t))
     # a hop or a timeout counts when its arrival is handled: before `until`, at a live node
     timeouts = m["timeouts"].to_numpy(np.int32) + (waited & ~dead_now & (t < until))
     hops = m["hops"].to_numpy(np.int32) + ((via == HOP) & (t < until))
