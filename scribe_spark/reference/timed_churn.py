@@ -24,7 +24,7 @@ a parent's heartbeat tick, a child's heartbeat timeout) and the issue of the SUB
 time (2.75). So at one time every SUBSCRIBE hop comes before Scribe's own messages and timers, as in
 `timed_events`, whose hops are all scheduled first; a tick at the time of a copy sent finds that copy.
 
-**Ties and readings** the written rules leave open (as the rounds reference reads them, but one):
+**Ties and readings** the written rules leave open (as the rounds reference reads them):
 
 - SUBSCRIBEs asked for at one time (timeouts, returns) are issued together after everything else at
   that time, in order of topic then node: their lookup ids follow the rounds' order (time, topic, node),
