@@ -51,8 +51,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
-
 from scribe_spark.reference.sequential_scribe import SequentialScribe
 from scribe_spark.reference.timed_events import Edge, Result, TimedEvents, first_goings
 from scribe_spark.reference.timed_pastry import Lookup, TimedPastry, TimedResult
@@ -201,11 +199,7 @@ class TimedChurn(TimedPastry):
         """Issue the SUBSCRIBEs asked for at t, by topic then node: each a lookup of its topicId."""
         topics = self.scribing.topics
         for topic, node in sorted(self.batches.pop(t)):
-            lid = len(self.lookups)
-            khi, klo = int(topics.hi[topic]), int(topics.lo[topic])
-            self.keys.append((np.array([khi], dtype=np.uint64), np.array([klo], dtype=np.uint64)))
-            self.lookups.append(dict(id=lid, t_issue=t, src=node, outcome="unfinished", dest=-1, t_done=None,
-                                     hops=0, timeouts=0, latency_ms=None))
+            lid = self._add_lookup(t, node, int(topics.hi[topic]), int(topics.lo[topic]))
             self.asked.append((t, node, topic))
             self.tree.going.append(True)
             self._issue(t, lid)

@@ -314,10 +314,17 @@ class TimedPastry(Joins):
         self.join_tries: dict[int, int] = {}                  # newcomer -> its latest try
         self.join_life: dict[int, int] = {}                   # newcomer -> the incarnation it joined in
         self.paths: dict[int, list[tuple[int, float]]] = {}   # SUBSCRIBE -> its hops (node, arrival)
-        self.keys = [(np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64))
-                     for _t, _s, k_hi, k_lo in lookups]
-        self.lookups = [dict(id=i, t_issue=float(t), src=int(s), outcome="unfinished", dest=-1, t_done=None,
-                             hops=0, timeouts=0, latency_ms=None) for i, (t, s, _h, _l) in enumerate(lookups)]
+        self.keys: list[tuple[np.ndarray, np.ndarray]] = []
+        self.lookups: list[dict] = []
+        for t, s, k_hi, k_lo in lookups:
+            self._add_lookup(t, s, k_hi, k_lo)
+
+    def _add_lookup(self, t: float, src: int, k_hi: int, k_lo: int) -> int:
+        """Log a lookup of the key (its uint64 halves) from src at t, not issued yet; return its id."""
+        self.keys.append((np.array([k_hi], dtype=np.uint64), np.array([k_lo], dtype=np.uint64)))
+        self.lookups.append(dict(id=len(self.lookups), t_issue=float(t), src=int(src), outcome="unfinished",
+                                 dest=-1, t_done=None, hops=0, timeouts=0, latency_ms=None))
+        return len(self.lookups) - 1
 
     def _push(self, t: float, priority: int, handler: Callable, *args) -> None:
         """Schedule handler(t, *args)."""
